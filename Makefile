@@ -1,0 +1,48 @@
+# One-command set-up on a fresh Debian machine: `make demo` and `make test` install what they need.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# Debian packages the tests and demo use (installed only when running as root and missing).
+APT_PACKAGES := postgresql dataset-fashion-mnist
+
+.PHONY: setup demo test test-fast lint format bench clean supported
+
+setup: $(STAMP) apt
+
+apt:
+	@bash .ci/apt-install.sh $(APT_PACKAGES)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $(STAMP)
+
+demo: setup
+	$(PY) -m demo
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy export train
+
+format: setup
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+bench: setup
+	$(PY) -m bench.scoring
+
+supported: setup
+	$(PY) -m export --supported
+
+clean:
+	rm -rf build bench/results .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,74 @@
+"""Command-line plumbing shared by `python -m export.<target>`: common options and error handling."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from export import parity
+from export.errors import ExportError
+from export.pipeline import ExportRequest, VersionRecord
+
+
+def parser(target: str, description: str, example: str) -> argparse.ArgumentParser:
+    result = argparse.ArgumentParser(
+        prog=f"python -m export.{target}",
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    result.add_argument("--model", required=True, type=Path, help="trained model (.keras file)")
+    result.add_argument("--name", required=True, help="model name: the SQL schema/package (plain identifier)")
+    result.add_argument(
+        "--load-test-data",
+        action="store_true",
+        help="also write the test images and labels of the model's data set into <name>.testdata",
+    )
+    result.add_argument(
+        "--sample-rows",
+        type=int,
+        default=1000,
+        help="rows scored in the database and in TensorFlow to verify parity (default 1000)",
+    )
+    result.add_argument(
+        "--tolerance",
+        type=float,
+        default=parity.DEFAULT_TOLERANCE,
+        help="max |p_db - p_tf| accepted (default 1e-5, float32 parity)",
+    )
+    result.add_argument("--quiet", action="store_true", help="no progress bars")
+    return result
+
+
+def request_from(args: argparse.Namespace) -> ExportRequest:
+    if args.sample_rows < 1:
+        raise ExportError("--sample-rows must be at least 1")
+    return ExportRequest(
+        model_path=args.model,
+        name=args.name,
+        sample_rows=args.sample_rows,
+        tolerance=args.tolerance,
+        load_test_data=args.load_test_data,
+    )
+
+
+def report(record: VersionRecord, where: str) -> None:
+    print(
+        f"published {record.name} version {record.version} to {where}\n"
+        f"  {record.parity.summary()}\n"
+        f"  sha256 {record.sha256[:16]}…  samples: {record.sample_source}"
+    )
+
+
+def run(main: Callable[[], int]) -> int:
+    """Run a CLI body: user errors become one line on stderr and exit status 2."""
+    try:
+        return main()
+    except ExportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing was published", file=sys.stderr)
+        return 130

@@ -1,0 +1,1 @@
+"""DuckDB target: weights in tables of the database file, scoring as schema-qualified macros."""

@@ -1,0 +1,51 @@
+"""`python -m export.duckdb`: compile a Keras model into a DuckDB file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from export import cli
+from export.duckdb.generator import CAPABILITIES
+from export.pipeline import prepare, publish
+
+DESCRIPTION = """\
+Compile a trained Keras classifier into a DuckDB database file. Weights go into nnsql.tensors; scoring
+runs inside DuckDB as macros in the schema NAME, usable from any DuckDB client with no Python loaded:
+
+  SELECT NAME.score(features) FROM t;          -- predicted class index
+  SELECT NAME.predict_proba(features) FROM t;  -- class probabilities
+  SELECT NAME.label(features) FROM t;          -- predicted class label
+
+Each export adds a version (see nnsql.models), checks parity against TensorFlow on sample rows, and
+switches to it in one transaction; a failed export leaves the previous version scoring."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser(
+        "duckdb",
+        DESCRIPTION,
+        "python -m export.duckdb --model models/mnist/model.keras --db mnist.duckdb --name mnist",
+    )
+    parser.add_argument("--db", required=True, type=Path, help="DuckDB file (created if missing)")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        from export.duckdb.store import DuckDBStore, check_file_name
+
+        request = cli.request_from(args)
+        check_file_name(args.db, args.name)
+        prepared = prepare(request, CAPABILITIES)
+        store = DuckDBStore(args.db, progress=not args.quiet)
+        try:
+            record = publish(store, request, prepared, CAPABILITIES.target)
+        finally:
+            store.close()
+        cli.report(record, str(args.db))
+        return 0
+
+    return cli.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

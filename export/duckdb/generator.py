@@ -1,0 +1,163 @@
+"""IR → DuckDB SQL: schema-qualified macros that run the network inside any DuckDB client.
+
+Every IR value is a DOUBLE[] list (row-major). Each node's result is bound once with the idiom
+`list_transform([expr], lambda v: rest)[1]`, so no expression is computed twice. Weights come from one
+uncorrelated subquery, `<name>.params()`, evaluated once per query; DuckDB forbids subqueries inside
+lambda bodies, so the params list is the outermost lambda's input and everything else reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from export import ir
+from export.errors import UnsupportedLayer
+from export.sqltext import literal, string_list
+from export.target import Capabilities, register
+
+TARGET = "duckdb"
+TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
+PARAMS = "_nn_p"
+
+SCALAR_ACTIVATIONS = {
+    "linear": "{z}",
+    "relu": "greatest({z}, 0.0)",
+    "sigmoid": "1.0 / (1.0 + exp(-({z})))",
+    "tanh": "tanh({z})",
+}
+
+
+def value_ref(name: str) -> str:
+    """The lambda variable that holds an IR value inside the macro body."""
+    return f"_nn_{name}"
+
+
+def softmax(vector: str) -> str:
+    """Numerically safe softmax of a bound list variable `vector`."""
+    shifted = (
+        f"list_transform([list_max({vector})], lambda _nn_m: "
+        f"list_transform({vector}, lambda _nn_e: exp(_nn_e - _nn_m)))[1]"
+    )
+    return (
+        f"list_transform([{shifted}], lambda _nn_x: list_transform([list_sum(_nn_x)], "
+        f"lambda _nn_s: list_transform(_nn_x, lambda _nn_e: _nn_e / _nn_s))[1])[1]"
+    )
+
+
+def apply_activation(vector_expr: str, activation: str) -> str:
+    if activation == "softmax":
+        return f"list_transform([{vector_expr}], lambda _nn_v: {softmax('_nn_v')})[1]"
+    if activation == "linear":
+        return vector_expr
+    scalar = SCALAR_ACTIVATIONS[activation].format(z="_nn_e")
+    return f"list_transform({vector_expr}, lambda _nn_e: {scalar})"
+
+
+class DuckDBGenerator:
+    """Walks an IR graph; one `emit_<Kind>` method per supported node kind."""
+
+    def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
+        self.graph = graph
+        self.name = name
+        self.version = version
+
+    # -- weights ------------------------------------------------------------------------------
+    def tensor_filter(self, alias: str, tensor: str) -> str:
+        return (
+            f"{alias}.model = {literal(self.name)} AND {alias}.version = {self.version} "
+            f"AND {alias}.tensor = {literal(tensor)}"
+        )
+
+    def params_Dense(self, node: ir.Dense) -> str:
+        """A list of {w, b} structs, one per unit: the kernel is stored transposed (units x inputs)."""
+        n_in = node.in_features
+        sources = ["nnsql.tensors k"]
+        filters = [self.tensor_filter("k", f"{node.name}.kernel")]
+        bias = "0.0"
+        if node.bias is not None:
+            sources.append("nnsql.tensors b")
+            filters.append(self.tensor_filter("b", f"{node.name}.bias"))
+            bias = "b.value[_nn_j + 1]"
+        unit = f"{{w: k.value[_nn_j * {n_in} + 1 : (_nn_j + 1) * {n_in}], b: {bias}}}"
+        return (
+            f"(SELECT list_transform(range({node.units}), lambda _nn_j: {unit}) "
+            f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
+        )
+
+    def params(self) -> Iterator[tuple[str, str]]:
+        for node in self.graph.nodes:
+            method = getattr(self, f"params_{node.kind}", None)
+            if method is not None:
+                yield node.name, method(node)
+
+    # -- nodes --------------------------------------------------------------------------------
+    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+        linear = (
+            f"list_dot_product(_nn_u.w, {x}) + _nn_u.b"
+            if node.activation == "softmax"
+            else SCALAR_ACTIVATIONS[node.activation].format(z=f"list_dot_product(_nn_u.w, {x}) + _nn_u.b")
+        )
+        units = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {linear})"
+        return apply_activation(units, "softmax") if node.activation == "softmax" else units
+
+    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
+        return apply_activation(x, node.activation)
+
+    def emit_Reshape(self, node: ir.Reshape, x: str) -> str:
+        return x  # values are flat row-major lists already
+
+    def emit(self, node: ir.Node) -> str:
+        method = getattr(self, f"emit_{node.kind}", None)
+        if method is None:
+            raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+        return method(node, *(value_ref(name) for name in node.inputs))
+
+    # -- whole macros -------------------------------------------------------------------------
+    def body(self) -> str:
+        body = value_ref(self.graph.output)
+        for node in reversed(self.graph.nodes):
+            body = f"list_transform([{self.emit(node)}],\n    lambda {value_ref(node.name)}: {body})[1]"
+        for spec in reversed(self.graph.inputs):
+            body = f"list_transform([{spec.name}::DOUBLE[]], lambda {value_ref(spec.name)}: {body})[1]"
+        return f"list_transform({self.name}.params(), lambda {PARAMS}: {body})[1]"
+
+    def checks(self) -> Iterator[str]:
+        for spec in self.graph.inputs:
+            where = f"{self.name}.predict_proba: {spec.name}"
+            yield f"WHEN {spec.name} IS NULL THEN NULL"
+            yield (
+                f"WHEN len({spec.name}) <> {spec.size} THEN error({literal(where)} || "
+                f"' must have {spec.size} values, got ' || len({spec.name}))"
+            )
+            yield (
+                f"WHEN list_count({spec.name}) <> {spec.size} THEN error("
+                f"{literal(where + ' contains NULL values')})"
+            )
+
+    def render(self) -> str:
+        environment = Environment(
+            loader=FileSystemLoader(TEMPLATES),
+            undefined=StrictUndefined,
+            keep_trailing_newline=True,
+        )
+        return environment.get_template("model.sql.j2").render(
+            name=self.name,
+            version=self.version,
+            sha256=self.graph.sha256(),
+            params=list(self.params()),
+            arguments=", ".join(spec.name for spec in self.graph.inputs),
+            checks=list(self.checks()),
+            body=self.body(),
+            n_classes=self.graph.n_classes,
+            classes=string_list(self.graph.classes),
+        )
+
+
+def _emitted_kinds() -> frozenset[str]:
+    return frozenset(a[len("emit_") :] for a in dir(DuckDBGenerator) if a.startswith("emit_"))
+
+
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds()))

@@ -1,0 +1,172 @@
+"""A DuckDB database file as an export target: registry, tensors, macros, in-database scoring."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from tqdm import tqdm
+
+from export import ir
+from export.duckdb.generator import TEMPLATES, DuckDBGenerator
+from export.errors import ExportError
+from export.pipeline import VersionRecord
+
+TENSOR_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("version", pa.int32()),
+        ("tensor", pa.string()),
+        ("shape", pa.list_(pa.int32())),
+        ("layout", pa.string()),
+        ("value", pa.list_(pa.float64())),
+    ]
+)
+
+
+def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file with a one-line error for a locked or foreign file."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as error:
+        message = str(error).splitlines()[0]
+        if "lock" in message.lower():
+            raise ExportError(f"{path} is in use by another process; close it and retry") from error
+        raise ExportError(f"cannot open {path} as a DuckDB database: {message}") from error
+    except duckdb.Error as error:
+        raise ExportError(f"cannot open {path}: {str(error).splitlines()[0]}") from error
+
+
+def check_file_name(path: Path, name: str) -> None:
+    """DuckDB names a file's catalog after its stem; a schema of the same name becomes ambiguous."""
+    if path.stem in (name, "nnsql"):
+        raise ExportError(
+            f"{path.name} would make DuckDB's catalog '{path.stem}' collide with the schema "
+            f"'{path.stem}' (queries like {name}.score(...) become ambiguous); "
+            "choose another file name, e.g. models.duckdb"
+        )
+
+
+def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray, str]]:
+    """(tensor name, array as stored, layout) for every constant the macros read."""
+    for node in graph.nodes:
+        for role, weights in node.weights():
+            array = weights.array
+            layout = "as in Keras"
+            if isinstance(node, ir.Dense) and role == "kernel":
+                array, layout = array.T, "units x inputs (Keras kernel transposed), row-major"
+            yield f"{node.name}.{role}", array, layout
+
+
+def feature_table(inputs: dict[str, np.ndarray]) -> pa.Table:
+    """Rows as a pyarrow table: `_nn_row` then one DOUBLE[] column per input."""
+    columns: dict[str, pa.Array] = {}
+    n_rows = len(next(iter(inputs.values())))
+    columns["_nn_row"] = pa.array(np.arange(n_rows, dtype=np.int64))
+    for name, values in inputs.items():
+        flat = np.ascontiguousarray(values, dtype=np.float64).reshape(n_rows, -1)
+        columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), flat.shape[1])
+    return pa.table(columns)
+
+
+class DuckDBStore:
+    target = "duckdb"
+
+    def __init__(self, path: str | Path, *, progress: bool = True) -> None:
+        self.path = Path(path)
+        self.progress = progress
+        self.con = connect(self.path)
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextmanager
+    def registered(self, table: pa.Table) -> Iterator[str]:
+        """Expose a pyarrow table to SQL under a private name for the duration of the block."""
+        self.con.register("_nn_rows", table)
+        try:
+            yield "_nn_rows"
+        finally:
+            self.con.unregister("_nn_rows")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute((TEMPLATES / "registry.sql").read_text())
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def next_version(self, name: str) -> int:
+        row = self.con.execute(
+            "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = ?", [name]
+        ).fetchone()
+        return int(row[0]) if row else 1
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+        tensors = list(stored_tensors(graph))
+        bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
+        for tensor, array, layout in bar:
+            row = pa.table(
+                [
+                    [name],
+                    [version],
+                    [tensor],
+                    [list(array.shape)],
+                    [layout],
+                    [np.asarray(array, dtype=np.float64).ravel()],
+                ],
+                schema=TENSOR_SCHEMA,
+            )
+            with self.registered(row) as relation:
+                self.con.execute(f"INSERT INTO nnsql.tensors SELECT * FROM {relation}")
+        self.con.execute(DuckDBGenerator(graph, name, version).render())
+
+    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        table = feature_table(inputs)
+        arguments = ", ".join(inputs)
+        with self.registered(table) as relation:
+            result = self.con.execute(
+                f"SELECT {name}.predict_proba({arguments}) AS p FROM {relation} ORDER BY _nn_row"
+            ).to_arrow_table()
+        column = result.column("p").combine_chunks()
+        return np.asarray(column.flatten(), dtype=np.float64).reshape(len(table), -1)
+
+    def record(self, record: VersionRecord) -> None:
+        self.con.execute("UPDATE nnsql.models SET active = false WHERE name = ?", [record.name])
+        self.con.execute(
+            "INSERT INTO nnsql.models (name, version, active, sha256, input_spec, classes, source, "
+            "metadata, parity_rows, parity_max_abs_diff, parity_argmax_agreement, parity_tolerance,"
+            " parity_sample_source) VALUES (?, ?, true, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                record.name,
+                record.version,
+                record.sha256,
+                record.input_spec,
+                record.classes,
+                record.source,
+                record.metadata,
+                record.parity.rows,
+                record.parity.max_abs_diff,
+                record.parity.argmax_agreement,
+                record.parity.tolerance,
+                record.sample_source,
+            ],
+        )
+
+    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
+        table = feature_table({"features": features}).append_column(
+            "label", pa.array(labels.astype(np.int32))
+        )
+        with self.registered(table) as relation:
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {name}.testdata AS SELECT _nn_row::INTEGER AS id, "
+                f"features::FLOAT[] AS features, label FROM {relation}"
+            )

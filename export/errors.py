@@ -1,0 +1,29 @@
+"""Errors the exporter raises. Each carries a one-line message that says what to do."""
+
+from __future__ import annotations
+
+
+class ExportError(Exception):
+    """A failure the user can fix; the CLI prints `error: <message>` and exits non-zero."""
+
+
+class UnsupportedLayer(ExportError):
+    """A layer (or a layer option) that a target cannot compile."""
+
+    def __init__(self, layer: str, target: str, detail: str = "") -> None:
+        self.layer = layer
+        self.target = target
+        self.detail = detail
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"layer {layer} is not supported by target '{target}'{why}; "
+            f"run `python -m export --supported` for what each target compiles"
+        )
+
+
+class ParityError(ExportError):
+    """In-target scores disagree with TensorFlow beyond tolerance: the version is not published."""
+
+
+class InvalidName(ExportError):
+    """A model name that is not a plain identifier for the target."""

@@ -1,0 +1,153 @@
+"""Target-neutral intermediate representation (IR) of a classifier.
+
+The Keras front end produces a `Graph`; every target generator consumes one. Nothing here imports
+Keras or knows any SQL. Nodes are frozen dataclasses with value equality, listed in topological order;
+each node reads named values (graph inputs or earlier nodes) and produces one value named after itself.
+
+Tensor shapes never include the batch dimension. A sequence input has shape (steps, features);
+recurrent nodes and masks are planned to fit as further node kinds reading such values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+import numpy as np
+
+Activation = Literal["linear", "relu", "sigmoid", "tanh", "softmax"]
+ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax")
+
+
+@dataclass(frozen=True, eq=False)
+class Weights:
+    """A constant tensor (float32). Compared by value; hashed by content."""
+
+    array: np.ndarray
+
+    def __post_init__(self) -> None:
+        frozen = np.ascontiguousarray(self.array, dtype=np.float32)
+        frozen.setflags(write=False)
+        object.__setattr__(self, "array", frozen)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.array.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.array.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Weights) and np.array_equal(self.array, other.array)
+
+    def __hash__(self) -> int:
+        return hash(self.array.tobytes())
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named graph input or output; `shape` excludes the batch dimension."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """Base of all IR nodes. `source` names the Keras layer for error messages."""
+
+    name: str
+    inputs: tuple[str, ...]
+    source: str = field(default="", compare=False)
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    def weights(self) -> Iterator[tuple[str, Weights]]:
+        """The node's constant tensors as (role, weights) pairs, in declaration order."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Weights):
+                yield f.name, value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dense(Node):
+    """y = activation(x · kernel + bias); kernel has shape (in, out) as in Keras."""
+
+    kernel: Weights
+    bias: Weights | None = None
+    activation: Activation = "linear"
+
+    @property
+    def in_features(self) -> int:
+        return self.kernel.shape[0]
+
+    @property
+    def units(self) -> int:
+        return self.kernel.shape[1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActivationNode(Node):
+    """Elementwise activation, or softmax over the last axis."""
+
+    activation: Activation
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reshape(Node):
+    """Reinterpret the value in row-major order with a new shape (Flatten is Reshape to (n,))."""
+
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A classifier: inputs, nodes in topological order, one probability output, class labels."""
+
+    inputs: tuple[TensorSpec, ...]
+    nodes: tuple[Node, ...]
+    output: str
+    classes: tuple[str, ...] = ()
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def named_weights(self) -> Iterator[tuple[str, Weights]]:
+        """Every constant tensor as ('<node>.<role>', weights), in graph order."""
+        for node in self.nodes:
+            for role, value in node.weights():
+                yield f"{node.name}.{role}", value
+
+    def sha256(self) -> str:
+        """Digest of the structure and all weights: identifies a model version."""
+        digest = hashlib.sha256()
+        for spec in self.inputs:
+            digest.update(repr(spec).encode())
+        for node in self.nodes:
+            digest.update(repr((node.kind, node.name, node.inputs)).encode())
+            for f in fields(node):
+                value = getattr(node, f.name)
+                if isinstance(value, Weights):
+                    digest.update(repr(value.shape).encode())
+                    digest.update(value.array.tobytes())
+                elif f.name not in ("name", "inputs", "source"):
+                    digest.update(repr(value).encode())
+        return digest.hexdigest()
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)

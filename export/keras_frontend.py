@@ -1,0 +1,203 @@
+"""Keras front end: a trained Keras model → the target-neutral IR.
+
+Layer classes map to IR nodes through `CONVERTERS`; a layer without a converter, or with an option the IR
+cannot express, raises `UnsupportedLayer` naming the layer and the target being compiled for. This module
+knows nothing about SQL or any target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export import ir
+from export.errors import ExportError, UnsupportedLayer
+
+# A converter returns an IR node, or the name of an existing value when the layer is an identity.
+Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | str"]
+CONVERTERS: dict[str, Converter] = {}
+# The IR node kind each Keras layer becomes ("identity" when it vanishes at inference).
+PRODUCES: dict[str, str] = {}
+
+
+def converts(*class_names: str, produces: str) -> Callable[[Converter], Converter]:
+    def register(function: Converter) -> Converter:
+        for class_name in class_names:
+            CONVERTERS[class_name] = function
+            PRODUCES[class_name] = produces
+        return function
+
+    return register
+
+
+@dataclass
+class Context:
+    target: str
+    names: dict[str, str]
+
+    def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
+        return UnsupportedLayer(describe(layer), self.target, detail)
+
+    def name_for(self, keras_name: str) -> str:
+        """A unique lower-case identifier for a Keras layer or input name."""
+        if keras_name not in self.names:
+            base = re.sub(r"[^a-z0-9_]", "_", keras_name.lower()).strip("_") or "value"
+            if not base[0].isalpha():
+                base = f"v_{base}"
+            candidate, n = base, 1
+            while candidate in self.names.values():
+                n += 1
+                candidate = f"{base}_{n}"
+            self.names[keras_name] = candidate
+        return self.names[keras_name]
+
+
+def describe(layer: Any) -> str:
+    return f"'{layer.name}' ({type(layer).__name__})"
+
+
+def _activation_name(layer: Any, ctx: Context) -> str:
+    name = layer.get_config().get("activation", "linear")
+    if not isinstance(name, str) or name not in ir.ACTIVATIONS:
+        raise ctx.unsupported(layer, f"activation {name!r}")
+    return name
+
+
+@converts("Dense", produces="Dense")
+def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    if len(layer.input.shape) != 2:
+        raise ctx.unsupported(layer, f"Dense over a rank-{len(layer.input.shape)} input")
+    kernel = ir.Weights(np.asarray(layer.kernel.numpy()))
+    bias = ir.Weights(np.asarray(layer.bias.numpy())) if layer.use_bias else None
+    return ir.Dense(
+        name=ctx.name_for(layer.name),
+        inputs=inputs,
+        kernel=kernel,
+        bias=bias,
+        activation=_activation_name(layer, ctx),  # type: ignore[arg-type]
+        source=describe(layer),
+    )
+
+
+@converts("Activation", produces="ActivationNode")
+def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str:
+    name = _activation_name(layer, ctx)
+    if name == "linear":
+        return inputs[0]
+    return ir.ActivationNode(
+        name=ctx.name_for(layer.name), inputs=inputs, activation=name, source=describe(layer)
+    )  # type: ignore[arg-type]
+
+
+@converts("ReLU", produces="ActivationNode")
+def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    config = layer.get_config()
+    if config.get("max_value") is not None or config.get("negative_slope") or config.get("threshold"):
+        raise ctx.unsupported(layer, "ReLU with max_value, negative_slope or threshold")
+    return ir.ActivationNode(
+        name=ctx.name_for(layer.name), inputs=inputs, activation="relu", source=describe(layer)
+    )
+
+
+@converts("Softmax", produces="ActivationNode")
+def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    axis = layer.get_config().get("axis", -1)
+    rank = len(layer.input.shape)
+    if axis not in (-1, rank - 1, [-1]):
+        raise ctx.unsupported(layer, f"softmax over axis {axis}")
+    return ir.ActivationNode(
+        name=ctx.name_for(layer.name), inputs=inputs, activation="softmax", source=describe(layer)
+    )
+
+
+@converts("Dropout", "GaussianDropout", "GaussianNoise", "AlphaDropout", produces="identity")
+def _identity(layer: Any, inputs: tuple[str, ...], ctx: Context) -> str:
+    return inputs[0]  # inference-time identity
+
+
+@converts("Flatten", produces="Reshape")
+def _flatten(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str:
+    if len(layer.input.shape) == 2:
+        return inputs[0]
+    size = int(np.prod(layer.input.shape[1:]))
+    return ir.Reshape(name=ctx.name_for(layer.name), inputs=inputs, shape=(size,), source=describe(layer))
+
+
+def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
+    shape = tuple(tensor.shape[1:])
+    if any(dim is None for dim in shape):
+        raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"variable dimension in shape {shape}")
+    if str(tensor.dtype) != "float32":
+        raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"dtype {tensor.dtype}")
+    return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape))
+
+
+def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph:
+    """Convert a built Keras model (Sequential or functional) into an IR graph."""
+    ctx = Context(target=target, names={})
+    inputs = tuple(_input_spec(tensor, ctx) for tensor in model.inputs)
+    if len(model.outputs) != 1:
+        raise ExportError(f"the model has {len(model.outputs)} outputs; a classifier needs one")
+    values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
+    nodes: list[ir.Node] = []
+
+    def visit(tensor: Any) -> str:
+        if id(tensor) in values:
+            return values[id(tensor)]
+        layer, node_index, _ = tensor._keras_history
+        inbound = layer._inbound_nodes[node_index]
+        input_names = tuple(visit(t) for t in inbound.input_tensors)
+        converter = CONVERTERS.get(type(layer).__name__)
+        if converter is None:
+            raise ctx.unsupported(layer)
+        result = converter(layer, input_names, ctx)
+        if isinstance(result, ir.Node):
+            nodes.append(result)
+            result = result.name
+        values[id(tensor)] = result
+        return result
+
+    output = visit(model.outputs[0])
+    n_out = int(model.outputs[0].shape[-1])
+    labels = classes or tuple(str(i) for i in range(n_out))
+    if len(labels) != n_out:
+        raise ExportError(f"{len(labels)} class labels for a model with {n_out} outputs")
+    return ir.Graph(inputs=inputs, nodes=tuple(nodes), output=output, classes=tuple(labels))
+
+
+def read_metadata(model_path: Path) -> dict[str, Any]:
+    """The `metadata.json` written beside the model by training, or {} when there is none."""
+    path = model_path.parent / "metadata.json"
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ExportError(f"cannot read {path}: {error}") from error
+
+
+def load_model(path: str | Path) -> Any:
+    """Load a Keras model file with a clear error for a missing, foreign or corrupt file."""
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ExportError(f"{path} is a directory: pass the .keras file (e.g. {path}/model.keras)")
+    if path.suffix not in (".keras", ".h5"):
+        raise ExportError(f"{path} is not a Keras model: expected a .keras (or .h5) file")
+    if path.suffix == ".keras" and not zipfile.is_zipfile(path):
+        raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
+    import keras  # deferred: importing TensorFlow takes seconds
+
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:  # Keras raises many types for a corrupt file
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ExportError(f"cannot load Keras model {path}: {first_line}") from error

@@ -1,0 +1,130 @@
+"""The export pipeline shared by every database target.
+
+load the model → IR → capability check (nothing written yet) → sample rows and TensorFlow's predictions →
+in ONE transaction of the target: new version, tensors, scoring code, in-database scores of the samples,
+parity check, registry row, switch. A failure anywhere rolls back, so the previous version keeps scoring.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from export import ir, parity
+from export.keras_frontend import load_model, read_metadata, to_ir
+from export.names import check_model_name
+from export.samples import SampleSet, sample_inputs
+from export.target import Capabilities
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    name: str
+    version: int
+    sha256: str
+    input_spec: str  # JSON
+    classes: str  # JSON
+    source: str
+    metadata: str  # JSON
+    parity: parity.ParityReport
+    sample_source: str
+
+
+class Store(Protocol):
+    """What a database target provides to the pipeline. All calls happen inside `transaction()`."""
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def next_version(self, name: str) -> int: ...
+    def install(self, name: str, version: int, graph: ir.Graph) -> None: ...
+    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
+    def record(self, record: VersionRecord) -> None: ...
+    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    model_path: Path
+    name: str
+    sample_rows: int = 1000
+    tolerance: float = parity.DEFAULT_TOLERANCE
+    load_test_data: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything computed before the database is touched."""
+
+    graph: ir.Graph
+    metadata: dict[str, Any]
+    samples: SampleSet
+    expected: np.ndarray
+
+
+def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
+    """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
+    check_model_name(request.name)
+    model = load_model(request.model_path)
+    metadata = read_metadata(request.model_path)
+    graph = to_ir(model, target=capabilities.target, classes=tuple(metadata.get("classes", ())))
+    capabilities.check(graph)
+    samples = sample_inputs(graph, metadata, request.sample_rows)
+    feeds = [samples.inputs[spec.name] for spec in graph.inputs]
+    expected = np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=expected)
+
+
+def input_spec_json(graph: ir.Graph) -> str:
+    return json.dumps([{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in graph.inputs])
+
+
+def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
+    """Install a new version and switch to it atomically, or raise and leave the old one active."""
+    graph = prepared.graph
+    with store.transaction():
+        version = store.next_version(request.name)
+        store.install(request.name, version, graph)
+        actual = store.predict_proba(request.name, prepared.samples.inputs)
+        report = parity.compare(prepared.expected, actual, request.tolerance)
+        parity.require(report, target)
+        record = VersionRecord(
+            name=request.name,
+            version=version,
+            sha256=graph.sha256(),
+            input_spec=input_spec_json(graph),
+            classes=json.dumps(list(graph.classes)),
+            source=str(request.model_path),
+            metadata=json.dumps(prepared.metadata),
+            parity=report,
+            sample_source=prepared.samples.source,
+        )
+        store.record(record)
+        if request.load_test_data:
+            features, labels = test_data(prepared.metadata)
+            store.load_test_data(request.name, features, labels)
+    return record
+
+
+def test_data(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The test split of the data set the model was trained on (named in its metadata)."""
+    from export.errors import ExportError
+    from train import data
+
+    name = metadata.get("dataset")
+    if not name:
+        raise ExportError("--load-test-data needs metadata.json with 'dataset' beside the model")
+    try:
+        dataset = data.load(name)
+    except data.DataUnavailable as error:
+        raise ExportError(str(error)) from error
+    return dataset.x_test, dataset.y_test
+
+
+def chunks(n_rows: int, size: int) -> Iterator[slice]:
+    for start in range(0, n_rows, size):
+        yield slice(start, min(start + size, n_rows))

@@ -1,0 +1,42 @@
+"""What a target can compile, declared as data, and the check run before anything is written.
+
+Each target module declares one `Capabilities`. The shared code consults it; no module branches on a
+target's name. `python -m export --supported` prints the matrix from these declarations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from export import ir
+from export.errors import UnsupportedLayer
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    target: str
+    node_kinds: frozenset[str]
+    activations: frozenset[str] = field(default_factory=lambda: frozenset(ir.ACTIVATIONS))
+    max_array_len: int | None = None  # longest array one stored value may hold; None: unlimited
+    max_inputs: int | None = None
+
+    def check(self, graph: ir.Graph) -> None:
+        """Raise `UnsupportedLayer` for the first node this target cannot emit."""
+        if self.max_inputs is not None and len(graph.inputs) > self.max_inputs:
+            raise UnsupportedLayer(
+                f"graph with {len(graph.inputs)} inputs", self.target, f"max {self.max_inputs}"
+            )
+        for node in graph.nodes:
+            if node.kind not in self.node_kinds:
+                raise UnsupportedLayer(node.source or node.name, self.target, node.kind)
+            activation = getattr(node, "activation", None)
+            if activation is not None and activation not in self.activations:
+                raise UnsupportedLayer(node.source or node.name, self.target, f"activation {activation!r}")
+
+
+TARGETS: dict[str, Capabilities] = {}
+
+
+def register(capabilities: Capabilities) -> Capabilities:
+    TARGETS[capabilities.target] = capabilities
+    return capabilities

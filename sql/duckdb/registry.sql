@@ -1,0 +1,32 @@
+-- nnsql registry for DuckDB: every exported model version and its tensors.
+-- Created on first export; safe to run again.
+CREATE SCHEMA IF NOT EXISTS nnsql;
+
+CREATE TABLE IF NOT EXISTS nnsql.models (
+    name                     VARCHAR   NOT NULL,
+    version                  INTEGER   NOT NULL,
+    created                  TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    active                   BOOLEAN   NOT NULL,
+    sha256                   VARCHAR   NOT NULL,  -- digest of the IR: structure and weights
+    input_spec               VARCHAR   NOT NULL,  -- JSON: [{name, shape, dtype}]
+    classes                  VARCHAR   NOT NULL,  -- JSON: class labels, index = score()
+    source                   VARCHAR,             -- the .keras file exported
+    metadata                 VARCHAR,             -- JSON written by training, if any
+    parity_rows              INTEGER   NOT NULL,
+    parity_max_abs_diff      DOUBLE    NOT NULL,  -- max |p_duckdb - p_tensorflow|
+    parity_argmax_agreement  DOUBLE    NOT NULL,
+    parity_tolerance         DOUBLE    NOT NULL,
+    parity_sample_source     VARCHAR   NOT NULL,
+    PRIMARY KEY (name, version)
+);
+
+-- One row per constant tensor, flattened row-major in the layout the generated macros read.
+CREATE TABLE IF NOT EXISTS nnsql.tensors (
+    model    VARCHAR   NOT NULL,
+    version  INTEGER   NOT NULL,
+    tensor   VARCHAR   NOT NULL,  -- '<node>.<role>', e.g. 'hidden.kernel'
+    shape    INTEGER[] NOT NULL,  -- shape of `value` as laid out
+    layout   VARCHAR   NOT NULL,  -- e.g. 'units x inputs (kernel transposed)'
+    value    DOUBLE[]  NOT NULL,
+    PRIMARY KEY (model, version, tensor)
+);

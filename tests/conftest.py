@@ -1,0 +1,35 @@
+"""Shared fixtures: models saved to temporary directories, trained or seeded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tests import models
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cern_mlp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference architecture (784 inputs) with seeded weights."""
+    return models.save(models.cern_mlp(), tmp_path_factory.mktemp("cern_mlp"))
+
+
+@pytest.fixture(scope="session")
+def mixed_layers_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return models.save(models.mixed_layers(), tmp_path_factory.mktemp("mixed"))
+
+
+@pytest.fixture(scope="session")
+def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference network really trained (scikit-learn digits, a few seconds)."""
+    from train import mnist
+
+    out = tmp_path_factory.mktemp("digits")
+    assert mnist.main(["--dataset", "digits", "--out", str(out), "--quiet"]) == 0
+    return out / "model.keras"

@@ -1,0 +1,39 @@
+import numpy as np
+
+from export import ir
+
+
+def dense(name: str, kernel: np.ndarray, activation: str = "linear") -> ir.Dense:
+    return ir.Dense(name=name, inputs=("x",), kernel=ir.Weights(kernel), activation=activation)
+
+
+def test_weights_compare_by_value_and_are_read_only():
+    a = ir.Weights(np.arange(6.0).reshape(2, 3))
+    b = ir.Weights(np.arange(6.0).reshape(2, 3))
+    assert a == b and hash(a) == hash(b)
+    assert a != ir.Weights(np.zeros((2, 3)))
+    assert a.array.dtype == np.float32 and not a.array.flags.writeable
+
+
+def test_nodes_are_frozen_values():
+    first = dense("d", np.ones((2, 2)))
+    assert first == dense("d", np.ones((2, 2)))
+    assert first != dense("d", np.ones((2, 2)), "relu")
+    assert (first.in_features, first.units) == (2, 2)
+
+
+def test_sha256_changes_with_any_weight_or_activation():
+    spec = (ir.TensorSpec("x", (2,)),)
+    base = ir.Graph(spec, (dense("d", np.ones((2, 3))),), "d", ("a", "b", "c"))
+    same = ir.Graph(spec, (dense("d", np.ones((2, 3))),), "d", ("a", "b", "c"))
+    changed_weight = np.ones((2, 3))
+    changed_weight[1, 2] = 1.0001
+    assert base.sha256() == same.sha256()
+    assert base.sha256() != ir.Graph(spec, (dense("d", changed_weight),), "d").sha256()
+    assert base.sha256() != ir.Graph(spec, (dense("d", np.ones((2, 3)), "relu"),), "d").sha256()
+
+
+def test_named_weights_lists_kernel_and_bias():
+    node = ir.Dense(name="d", inputs=("x",), kernel=ir.Weights(np.ones((2, 3))), bias=ir.Weights(np.ones(3)))
+    graph = ir.Graph((ir.TensorSpec("x", (2,)),), (node,), "d")
+    assert [name for name, _ in graph.named_weights()] == ["d.kernel", "d.bias"]

@@ -1,0 +1,71 @@
+"""Small Keras models for tests, built in-process with seeded weights (no training needed)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+
+def _seeded(model: keras.Model, seed: int) -> keras.Model:
+    """Replace every weight with seeded normal values scaled to keep activations in range."""
+    generator = np.random.default_rng(seed)
+    for weight in model.weights:
+        shape = tuple(weight.shape)
+        scale = 1.0 / np.sqrt(shape[0]) if len(shape) == 2 else 0.5
+        weight.assign(generator.normal(0.0, scale, size=shape).astype(np.float32))
+    return model
+
+
+def cern_mlp(n_features: int = 784, seed: int = 1) -> keras.Model:
+    """The reference architecture: input → Dense(100, sigmoid) → Dense(10, softmax)."""
+    model = keras.Sequential(
+        [
+            keras.Input((n_features,), name="features"),
+            keras.layers.Dense(100, activation="sigmoid", name="hidden"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(10, activation="softmax", name="probabilities"),
+        ]
+    )
+    return _seeded(model, seed)
+
+
+def mixed_layers(seed: int = 2) -> keras.Model:
+    """A functional graph over an 8×8 input using every layer kind the backbone supports."""
+    inputs = keras.Input((8, 8), name="image")
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Dense(32, name="dense_tanh", activation="tanh")(x)
+    x = keras.layers.Dense(16, name="dense_linear")(x)
+    x = keras.layers.ReLU()(x)
+    x = keras.layers.Dense(12, name="no_bias", use_bias=False)(x)
+    x = keras.layers.Activation("sigmoid")(x)
+    x = keras.layers.Dense(5, name="logits")(x)
+    outputs = keras.layers.Softmax()(x)
+    return _seeded(keras.Model(inputs, outputs), seed)
+
+
+def with_unsupported_layer() -> keras.Model:
+    inputs = keras.Input((10,), name="features")
+    x = keras.layers.Dense(4)(inputs)
+    x = keras.layers.LayerNormalization(name="layer_norm")(x)
+    outputs = keras.layers.Dense(3, activation="softmax")(x)
+    return keras.Model(inputs, outputs)
+
+
+def with_unsupported_activation() -> keras.Model:
+    inputs = keras.Input((10,), name="features")
+    x = keras.layers.Dense(4, activation="gelu", name="gelu_dense")(inputs)
+    outputs = keras.layers.Dense(3, activation="softmax")(x)
+    return keras.Model(inputs, outputs)
+
+
+def save(model: keras.Model, directory, classes: list[str] | None = None):
+    """Save as directory/model.keras with a metadata.json naming the classes; return the path."""
+    import json
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "model.keras"
+    model.save(path)
+    n_out = int(model.outputs[0].shape[-1])
+    metadata = {"classes": classes or [f"class_{i}" for i in range(n_out)]}
+    (directory / "metadata.json").write_text(json.dumps(metadata))
+    return path
