@@ -9,7 +9,9 @@ Features come back flattened to float32 in [0, 1]; labels as int64.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import os
 import struct
 from dataclasses import dataclass
@@ -122,10 +124,12 @@ def _load_mnist(data_dir: Path | None) -> Dataset:
     try:
         import keras
 
-        (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras prints "Downloading data from ..."
+            (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
     except Exception as error:
+        reason = str(error).split(" -- ")[-1].strip() or type(error).__name__
         raise DataUnavailable(
-            f"MNIST is not cached and could not be downloaded ({type(error).__name__}); {OFFLINE_CHOICES}"
+            f"MNIST is not cached and could not be downloaded ({reason}); {OFFLINE_CHOICES}"
         ) from error
     arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
     return _from_arrays("mnist", arrays, DIGIT_CLASSES)

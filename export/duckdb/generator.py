@@ -116,22 +116,27 @@ class DuckDBGenerator:
         return method(node, *(value_ref(name) for name in node.inputs))
 
     # -- whole macros -------------------------------------------------------------------------
+    def bindings(self) -> Iterator[tuple[str, str]]:
+        """(list expression, lambda variable) pairs: params, inputs, then one per node."""
+        yield f"{self.name}.params()", PARAMS
+        for spec in self.graph.inputs:
+            yield f"[{spec.name}::DOUBLE[]]", value_ref(spec.name)
+        for node in self.graph.nodes:
+            yield f"[{self.emit(node)}]", value_ref(node.name)
+
     def body(self) -> str:
-        body = value_ref(self.graph.output)
-        for node in reversed(self.graph.nodes):
-            body = f"list_transform([{self.emit(node)}],\n    lambda {value_ref(node.name)}: {body})[1]"
-        for spec in reversed(self.graph.inputs):
-            body = f"list_transform([{spec.name}::DOUBLE[]], lambda {value_ref(spec.name)}: {body})[1]"
-        return f"list_transform({self.name}.params(), lambda {PARAMS}: {body})[1]"
+        """Nested let-bindings, one per line: list_transform([value], lambda name: ...)[1]."""
+        indent = "\n            "
+        bound = list(self.bindings())
+        lets = "".join(f"{indent}list_transform({expr}, lambda {var}:" for expr, var in bound)
+        return f"({lets}{indent}{value_ref(self.graph.output)}{indent}{')[1]' * len(bound)})"
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
             where = f"{self.name}.predict_proba: {spec.name}"
+            length_error = literal(f"{where} must have {spec.size} values, got ")
             yield f"WHEN {spec.name} IS NULL THEN NULL"
-            yield (
-                f"WHEN len({spec.name}) <> {spec.size} THEN error({literal(where)} || "
-                f"' must have {spec.size} values, got ' || len({spec.name}))"
-            )
+            yield (f"WHEN len({spec.name}) <> {spec.size} THEN error({length_error} || len({spec.name}))")
             yield (
                 f"WHEN list_count({spec.name}) <> {spec.size} THEN error("
                 f"{literal(where + ' contains NULL values')})"

@@ -1,0 +1,127 @@
+"""Benchmark: scoring 10,000 MNIST-shaped rows with the reference network, every way we can, in one run.
+
+Baselines run in the same process (machines here are shared and noisy), so compare the ratios:
+    numpy batch (float64 IR reference)  ← baseline
+    Keras predict
+    DuckDB SQL macros (SELECT name.score(features) FROM t)
+Figures are the best of --repeat runs. Writes bench/results/scoring.json.
+
+    python -m bench.scoring [--rows 10000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+CERN_PLSQL_MS_PER_ROW = 12.0  # CERN's 2016 Oracle PL/SQL MNIST example
+GOALS_MS_PER_ROW = {"duckdb_sql": 0.1}
+RESULTS = Path(__file__).parent / "results"
+
+
+def best_seconds(run: Callable[[], object], repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def reference_model(workdir: Path) -> Path:
+    """The CERN architecture, untrained: timing does not depend on the weights' values."""
+    import keras
+
+    from train.mnist import build_model
+
+    keras.utils.set_random_seed(0)
+    path = workdir / "model.keras"
+    build_model(784, 10, 1e-3).save(path)
+    return path
+
+
+def duckdb_contender(model_path: Path, x: np.ndarray, workdir: Path) -> Callable[[], object]:
+    from export.duckdb.generator import CAPABILITIES
+    from export.duckdb.store import DuckDBStore, feature_table
+    from export.pipeline import ExportRequest, prepare, publish
+
+    request = ExportRequest(model_path=model_path, name="mnist", sample_rows=200)
+    store = DuckDBStore(workdir / "bench.duckdb", progress=False)
+    publish(store, request, prepare(request, CAPABILITIES), "duckdb")
+    with store.registered(feature_table({"features": x})) as rows:
+        store.con.execute(f"CREATE TABLE images AS SELECT _nn_row AS id, features FROM {rows}")
+    query = "SELECT id, mnist.score(features) FROM images"
+    return lambda: store.con.execute(query).fetchall()
+
+
+def run(rows: int, repeat: int) -> dict:
+    import keras
+
+    from export import reference
+    from export.keras_frontend import to_ir
+
+    x = np.random.default_rng(0).random((rows, 784), dtype=np.float32)
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = Path(scratch)
+        model_path = reference_model(workdir)
+        model = keras.saving.load_model(model_path, compile=False)
+        graph = to_ir(model, target="reference")
+        contenders = {
+            "numpy_batch": lambda: reference.run(graph, x).argmax(1),
+            "keras_predict": lambda: model.predict(x, batch_size=1024, verbose=0).argmax(1),
+            "duckdb_sql": duckdb_contender(model_path, x, workdir),
+        }
+        seconds = {name: best_seconds(function, repeat) for name, function in contenders.items()}
+    baseline = seconds["numpy_batch"]
+    return {
+        "rows": rows,
+        "repeat": repeat,
+        "machine": {"python": platform.python_version(), "processor": platform.machine()},
+        "results": {
+            name: {
+                "seconds": round(value, 4),
+                "ms_per_row": round(1000 * value / rows, 5),
+                "ratio_to_numpy": round(value / baseline, 2),
+                "speedup_vs_cern_plsql": round(CERN_PLSQL_MS_PER_ROW / (1000 * value / rows), 1),
+            }
+            for name, value in seconds.items()
+        },
+    }
+
+
+def print_table(report: dict) -> None:
+    print(f"Scoring {report['rows']:,} rows, 784 → 100 (sigmoid) → 10 (softmax), best of {report['repeat']}")
+    print(f"{'contender':<16}{'ms/row':>10}{'× numpy':>10}{'× faster than CERN PL/SQL':>28}{'goal':>12}")
+    for name, figures in report["results"].items():
+        goal = GOALS_MS_PER_ROW.get(name)
+        verdict = "" if goal is None else ("met" if figures["ms_per_row"] <= goal else "MISSED")
+        goal_text = f"≤{goal} {verdict}" if goal else ""
+        print(
+            f"{name:<16}{figures['ms_per_row']:>10.4f}{figures['ratio_to_numpy']:>10.1f}"
+            f"{figures['speedup_vs_cern_plsql']:>28.0f}{goal_text:>12}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scoring", description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    report = run(args.rows, args.repeat)
+    print_table(report)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "scoring.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {RESULTS / 'scoring.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
