@@ -35,6 +35,24 @@ class VersionRecord:
     parity: parity.ParityReport
     sample_source: str
 
+    def registry_row(self, active: bool = True) -> dict[str, object]:
+        """Column → value for the registry table that every database target shares (see sql/)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "active": active,
+            "sha256": self.sha256,
+            "input_spec": self.input_spec,
+            "classes": self.classes,
+            "source": self.source,
+            "metadata": self.metadata,
+            "parity_rows": self.parity.rows,
+            "parity_max_abs_diff": self.parity.max_abs_diff,
+            "parity_argmax_agreement": self.parity.argmax_agreement,
+            "parity_tolerance": self.parity.tolerance,
+            "parity_sample_source": self.sample_source,
+        }
+
 
 class Store(Protocol):
     """What a database target provides to the pipeline. All calls happen inside `transaction()`."""

@@ -141,24 +141,10 @@ class DuckDBStore:
 
     def record(self, record: VersionRecord) -> None:
         self.con.execute("UPDATE nnsql.models SET active = false WHERE name = ?", [record.name])
+        row = record.registry_row()
         self.con.execute(
-            "INSERT INTO nnsql.models (name, version, active, sha256, input_spec, classes, source, "
-            "metadata, parity_rows, parity_max_abs_diff, parity_argmax_agreement, parity_tolerance,"
-            " parity_sample_source) VALUES (?, ?, true, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                record.name,
-                record.version,
-                record.sha256,
-                record.input_spec,
-                record.classes,
-                record.source,
-                record.metadata,
-                record.parity.rows,
-                record.parity.max_abs_diff,
-                record.parity.argmax_agreement,
-                record.parity.tolerance,
-                record.sample_source,
-            ],
+            f"INSERT INTO nnsql.models ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
         )
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:

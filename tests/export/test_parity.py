@@ -13,7 +13,7 @@ def test_identical_scores_pass():
 
 def test_difference_above_tolerance_fails():
     p = np.array([[0.2, 0.8]])
-    report = parity.compare(p, [*p, [2e-05, -2e-05]])
+    report = parity.compare(p, p + np.array([[2e-5, -2e-5]]))
     assert not report.passed
     with pytest.raises(ParityError, match="version not published"):
         parity.require(report, "duckdb")
