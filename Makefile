@@ -43,6 +43,7 @@ bench: setup
 
 supported: setup
 	$(PY) -m export --supported
+	$(PY) -m export --write-readme README.md
 
 clean:
 	rm -rf build bench/results .pytest_cache .ruff_cache .mypy_cache

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 from export.keras_frontend import PRODUCES
 from export.target import TARGETS
 
 # Target modules register their capabilities when imported.
-TARGET_MODULES = ("export.duckdb.generator",)
+TARGET_MODULES = ("export.duckdb.generator", "export.postgres.generator")
 
 
 def support_matrix() -> list[tuple[str, str, dict[str, bool]]]:
@@ -39,6 +40,15 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
+def update_readme(path: Path) -> None:
+    """Replace the table between the `supported` markers of a README with the generated one."""
+    start, end = "<!-- supported:start -->\n", "<!-- supported:end -->"
+    text = path.read_text()
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{start}{markdown_table()}\n{end}{tail}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m export",
@@ -46,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         "export.oracle | export.onnx (each has --help).",
     )
     parser.add_argument("--supported", action="store_true", help="print the layer support matrix (Markdown)")
+    parser.add_argument("--write-readme", type=Path, metavar="README", help="update the table in README")
     args = parser.parse_args(argv)
+    if args.write_readme:
+        update_readme(args.write_readme)
+        return 0
     if not args.supported:
         parser.print_help()
         return 0

@@ -11,15 +11,15 @@ _PLAIN_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 RESERVED = frozenset({"nnsql", "main", "public", "information_schema", "pg_catalog", "temp", "sys"})
 
 
-def check_model_name(name: str, *, max_length: int = 63) -> str:
+def check_model_name(name: str, *, max_length: int = 63, what: str = "model name") -> str:
     """Return `name` if it is a lower-case plain identifier, else raise `InvalidName`."""
     if not _PLAIN_IDENTIFIER.fullmatch(name or ""):
         raise InvalidName(
-            f"invalid model name {name!r}: use a plain identifier "
+            f"invalid {what} {name!r}: use a plain identifier "
             "(lower-case letter first, then letters, digits or _), e.g. mnist"
         )
     if len(name) > max_length:
-        raise InvalidName(f"invalid model name {name!r}: at most {max_length} characters")
+        raise InvalidName(f"invalid {what} {name!r}: at most {max_length} characters")
     if name in RESERVED or name.startswith("pg_"):
-        raise InvalidName(f"invalid model name {name!r}: reserved, choose another")
+        raise InvalidName(f"invalid {what} {name!r}: reserved, choose another")
     return name

@@ -33,3 +33,30 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("digits")
     assert mnist.main(["--dataset", "digits", "--out", str(out), "--quiet"]) == 0
     return out / "model.keras"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server on a Unix socket, for the whole session (skipped if not installed)."""
+    from tests.postgres_server import start_server
+
+    try:
+        server = start_server()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server, request) -> str:
+    """A fresh database on the session's server; returns its DSN (superuser)."""
+    import re
+
+    import psycopg
+
+    name = "t_" + re.sub(r"[^a-z0-9]", "_", request.node.name.lower())[:50]
+    with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    return postgres_server.dsn(name)

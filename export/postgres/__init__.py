@@ -1,0 +1,1 @@
+"""PostgreSQL target: weights in real[] tables, scoring as PL/pgSQL functions (no extension needed)."""

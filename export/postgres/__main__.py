@@ -1,0 +1,67 @@
+"""`python -m export.postgres`: compile a Keras model into a PostgreSQL database."""
+
+from __future__ import annotations
+
+import sys
+
+from export import cli
+from export.pipeline import prepare, publish
+from export.postgres.generator import CAPABILITIES
+
+DESCRIPTION = """\
+Compile a trained Keras classifier into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
+scoring runs as PL/pgSQL functions in the schema NAME: no extension, no superuser (managed PostgreSQL
+works):
+
+  SELECT NAME.score(features) FROM images;          -- predicted class index
+  SELECT NAME.predict_proba(features) FROM images;  -- class probabilities (float8[])
+  SELECT NAME.label(features) FROM images;          -- predicted class label
+
+The connection comes from --dsn (a libpq URI or key=value string) and the standard PG* variables
+(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ~/.pgpass); keep passwords out of the command line.
+Each export adds a version (see nnsql.models), checks parity with TensorFlow on sample rows and switches
+in one transaction; a failed export leaves the previous version scoring."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser(
+        "postgres",
+        DESCRIPTION,
+        "PGPASSWORD=... python -m export.postgres --dsn postgresql://me@db:5432/science "
+        "--model models/mnist/model.keras --name mnist",
+    )
+    parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
+    parser.add_argument(
+        "--grant-to", metavar="ROLE", help="grant EXECUTE on the scoring functions to ROLE (nothing else)"
+    )
+    parser.add_argument(
+        "--grant-script", action="store_true", help="print the least-privilege grant script and exit"
+    )
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        from export.names import check_model_name
+        from export.postgres.generator import grant_script
+        from export.postgres.store import PostgresStore
+
+        if args.grant_script:
+            role = check_model_name(args.grant_to or "scoring_role", what="role name")
+            print(grant_script(check_model_name(args.name), role), end="")
+            return 0
+        request = cli.request_from(args)
+        if args.grant_to:
+            check_model_name(args.grant_to, what="role name")
+        prepared = prepare(request, CAPABILITIES)
+        store = PostgresStore(args.dsn, progress=not args.quiet, grant_to=args.grant_to)
+        try:
+            record = publish(store, request, prepared, CAPABILITIES.target)
+        finally:
+            store.close()
+        cli.report(record, store.where)
+        return 0
+
+    return cli.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""IR → PostgreSQL: a PL/pgSQL scoring function per model that calls the runtime in library.sql.
+
+Each IR value becomes a float8[] variable; each node one assignment statement. Weights are read from
+nnsql.tensors (real[]) at the start of each call. No extension and no superuser are needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from export import ir
+from export.errors import UnsupportedLayer
+from export.sqltext import literal
+from export.target import Capabilities, register
+
+TARGET = "postgres"
+TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "postgres"
+
+
+def template(name: str) -> str:
+    environment = Environment(
+        loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True
+    )
+    return environment.get_template(name)  # type: ignore[return-value]
+
+
+def weight_variable(node: ir.Node, role: str) -> str:
+    return f"w_{node.name}_{role}"
+
+
+def value_variable(name: str, graph: ir.Graph) -> str:
+    """Inputs keep their names (they are the function's parameters); node values get a v_ prefix."""
+    return name if any(spec.name == name for spec in graph.inputs) else f"v_{name}"
+
+
+def array_literal(items: tuple[str, ...]) -> str:
+    """A text[] constructor of string literals."""
+    return "ARRAY[" + ", ".join(literal(item) for item in items) + "]"
+
+
+class PostgresGenerator:
+    """Walks an IR graph; one `emit_<Kind>` method per supported node kind returns a statement."""
+
+    def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
+        self.graph = graph
+        self.name = name
+        self.version = version
+
+    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+        bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
+        return (
+            f"{self.var(node.name)} := nnsql.dense({x}, {weight_variable(node, 'kernel')}, {bias}, "
+            f"{node.units}, {literal(node.activation)});"
+        )
+
+    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
+        return f"{self.var(node.name)} := nnsql.activate({x}, {literal(node.activation)});"
+
+    def emit_Reshape(self, node: ir.Reshape, x: str) -> str:
+        return f"{self.var(node.name)} := {x};  -- values are flat row-major arrays already"
+
+    def statement(self, node: ir.Node) -> str:
+        method = getattr(self, f"emit_{node.kind}", None)
+        if method is None:
+            raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+        return method(node, *(self.var(name) for name in node.inputs))
+
+    def var(self, name: str) -> str:
+        return value_variable(name, self.graph)
+
+    def tensors(self) -> Iterator[tuple[str, str]]:
+        for node in self.graph.nodes:
+            for role, _ in node.weights():
+                yield literal(f"{node.name}.{role}"), weight_variable(node, role)
+
+    def variables(self) -> Iterator[str]:
+        for node in self.graph.nodes:
+            yield f"{self.var(node.name)} float8[]"
+            for role, _ in node.weights():
+                yield f"{weight_variable(node, role)} real[]"
+
+    def checks(self) -> Iterator[str]:
+        for spec in self.graph.inputs:
+            where = f"{self.name}.predict_proba: {spec.name}"
+            yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
+            yield (
+                f"IF cardinality({spec.name}) <> {spec.size} THEN RAISE EXCEPTION "
+                f"'{where} must have {spec.size} values, got %', cardinality({spec.name}) "
+                "USING ERRCODE = 'array_subscript_error'; END IF;"
+            )
+            yield (
+                f"IF array_position({spec.name}, NULL) IS NOT NULL THEN RAISE EXCEPTION "
+                f"'{where} contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;"
+            )
+
+    def render(self) -> str:
+        return template("model.sql.j2").render(  # type: ignore[attr-defined]
+            name=self.name,
+            name_literal=literal(self.name),
+            version=self.version,
+            sha256=self.graph.sha256(),
+            parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
+            arguments=", ".join(spec.name for spec in self.graph.inputs),
+            variables=list(self.variables()),
+            checks=list(self.checks()),
+            tensors=list(self.tensors()),
+            statements=[self.statement(node) for node in self.graph.nodes],
+            output=self.var(self.graph.output),
+            classes=array_literal(self.graph.classes),
+        )
+
+
+def grant_script(name: str, role: str) -> str:
+    return template("grant.sql.j2").render(name=name, role=role)  # type: ignore[attr-defined]
+
+
+def _emitted_kinds() -> frozenset[str]:
+    return frozenset(a[len("emit_") :] for a in dir(PostgresGenerator) if a.startswith("emit_"))
+
+
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds()))

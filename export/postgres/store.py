@@ -1,0 +1,149 @@
+"""A PostgreSQL database as an export target, through psycopg 3.
+
+Everything an export does runs in one transaction (PostgreSQL's DDL is transactional): registry and
+runtime, tensors, functions, in-database scoring of the samples, registry row. A failure rolls it all back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from tqdm import tqdm
+
+from export import ir
+from export.errors import ExportError
+from export.pipeline import VersionRecord
+from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+
+
+def describe(dsn: str) -> str:
+    """user@host:port/dbname without the password (libpq defaults and PG* variables applied)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as error:
+        raise ExportError(f"invalid --dsn: {str(error).splitlines()[0]}") from error
+    host = info.get("host") or "(PGHOST or local socket)"
+    port = info.get("port") or "(default port)"
+    return f"{info.get('user', '(current user)')}@{host}:{port}/{info.get('dbname', '(default db)')}"
+
+
+def connect(dsn: str) -> psycopg.Connection:
+    """Connect with one-line errors that say what to fix."""
+    where = describe(dsn)
+    try:
+        return psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.OperationalError as error:
+        message = " ".join(str(error).split())
+        if "authentication failed" in message or "no password supplied" in message:
+            raise ExportError(
+                f"PostgreSQL authentication failed for {where}: set PGPASSWORD, ~/.pgpass "
+                "or the password in --dsn"
+            ) from error
+        raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
+
+
+def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
+    """(tensor name, array) for every constant, in Keras's own layout (Dense kernel: inputs x units)."""
+    for node in graph.nodes:
+        for role, weights in node.weights():
+            yield f"{node.name}.{role}", weights.array
+
+
+class PostgresStore:
+    target = "postgres"
+
+    def __init__(self, dsn: str, *, progress: bool = True, grant_to: str | None = None) -> None:
+        self.where = describe(dsn)
+        self.progress = progress
+        self.grant_to = grant_to
+        self.con = connect(dsn)
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            with self.con.transaction():
+                self.con.execute((TEMPLATES / "registry.sql").read_text())
+                self.con.execute((TEMPLATES / "library.sql").read_text())
+                yield
+        except psycopg.errors.InsufficientPrivilege as error:
+            raise ExportError(
+                f"missing privilege on {self.where}: {str(error).splitlines()[0]}; the exporting "
+                "user needs CREATE on the database (schemas nnsql and the model's) or ownership of them"
+            ) from error
+        except psycopg.Error as error:
+            raise ExportError(f"PostgreSQL error on {self.where}: {str(error).splitlines()[0]}") from error
+
+    def next_version(self, name: str) -> int:
+        # Serialise concurrent exports of one name until this transaction ends.
+        self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:' || %s))", [name])
+        row = self.con.execute(
+            "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = %s", [name]
+        ).fetchone()
+        return int(row[0]) if row else 1
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+        tensors = list(stored_tensors(graph))
+        bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
+        for tensor, array in bar:
+            self.con.execute(
+                "INSERT INTO nnsql.tensors (model, version, tensor, shape, layout, value) "
+                "VALUES (%s, %s, %s, %s, 'as in Keras, row-major', %s::real[])",
+                [name, version, tensor, list(array.shape), array.ravel().tolist()],
+            )
+        self.con.execute(PostgresGenerator(graph, name, version).render())
+        if self.grant_to:
+            self.con.execute(grant_script(name, sql.Identifier(self.grant_to).as_string(self.con)))
+
+    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        n_rows = len(next(iter(inputs.values())))
+        columns = sql.SQL(", ").join(sql.SQL("{} float8[]").format(sql.Identifier(c)) for c in inputs)
+        self.con.execute(
+            sql.SQL("CREATE TEMP TABLE _nn_samples (_nn_row integer, {}) ON COMMIT DROP").format(columns)
+        )
+        flat = {
+            key: np.asarray(values, dtype=np.float64).reshape(n_rows, -1) for key, values in inputs.items()
+        }
+        with self.con.cursor().copy(sql.SQL("COPY _nn_samples FROM STDIN (FORMAT BINARY)")) as copy:
+            copy.set_types(["int4"] + ["float8[]"] * len(flat))
+            for i in range(n_rows):
+                copy.write_row([i, *(flat[key][i].tolist() for key in flat)])
+        arguments = sql.SQL(", ").join(sql.Identifier(c) for c in inputs)
+        rows = self.con.execute(
+            sql.SQL("SELECT {}.predict_proba({}) FROM _nn_samples ORDER BY _nn_row").format(
+                sql.Identifier(name), arguments
+            )
+        ).fetchall()
+        self.con.execute("DROP TABLE _nn_samples")
+        return np.array([row[0] for row in rows], dtype=np.float64)
+
+    def record(self, record: VersionRecord) -> None:
+        self.con.execute("UPDATE nnsql.models SET active = false WHERE name = %s", [record.name])
+        row = record.registry_row()
+        self.con.execute(
+            sql.SQL("INSERT INTO nnsql.models ({}) VALUES ({})").format(
+                sql.SQL(", ").join(sql.Identifier(column) for column in row),
+                sql.SQL(", ").join(sql.Placeholder() for _ in row),
+            ),
+            list(row.values()),
+        )
+
+    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
+        table = sql.Identifier(name, "testdata")
+        self.con.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        self.con.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id integer PRIMARY KEY, features real[] NOT NULL, label integer)"
+            ).format(table)
+        )
+        flat = np.asarray(features, dtype=np.float32).reshape(len(features), -1)
+        with self.con.cursor().copy(sql.SQL("COPY {} FROM STDIN (FORMAT BINARY)").format(table)) as copy:
+            copy.set_types(["int4", "float4[]", "int4"])
+            for i in tqdm(range(len(flat)), desc="test data", unit="row", disable=not self.progress):
+                copy.write_row([i, flat[i].tolist(), int(labels[i])])

@@ -1,0 +1,88 @@
+"""One executor per database target: export a model, score rows in the database, read the registry.
+
+The grid tests in test_targets.py run every case against every executor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import psycopg
+
+from export.duckdb.__main__ import main as export_duckdb
+from export.postgres.__main__ import main as export_postgres
+
+# Fewer parity rows than the product's default of 1,000 keep the suite fast; the check is the same.
+TEST_SAMPLE_ROWS = ["--sample-rows", "100"]
+
+
+class DuckDBExecutor:
+    target = "duckdb"
+    error = duckdb.Error
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.db = tmp_path / "models.duckdb"
+
+    def export(self, model: Path, name: str = "mnist", *extra: str) -> int:
+        return export_duckdb(
+            [
+                "--model",
+                str(model),
+                "--db",
+                str(self.db),
+                "--name",
+                name,
+                "--quiet",
+                *TEST_SAMPLE_ROWS,
+                *extra,
+            ]
+        )
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        with duckdb.connect(str(self.db), read_only=True) as con:
+            return con.execute(sql, params or []).fetchall()
+
+    def predict(self, name: str, x: np.ndarray) -> np.ndarray:
+        rows = self.query(
+            f"SELECT {name}.predict_proba(f) FROM "
+            "(SELECT unnest(?) AS f, generate_subscripts(?, 1) AS i) ORDER BY i",
+            [x.reshape(len(x), -1).astype(np.float64).tolist()] * 2,
+        )
+        return np.array([row[0] for row in rows])
+
+    def snapshot(self) -> bytes:
+        return self.db.read_bytes() if self.db.exists() else b""
+
+
+class PostgresExecutor:
+    target = "postgres"
+    error = psycopg.Error
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def export(self, model: Path, name: str = "mnist", *extra: str) -> int:
+        return export_postgres(
+            ["--model", str(model), "--dsn", self.dsn, "--name", name, "--quiet", *TEST_SAMPLE_ROWS, *extra]
+        )
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        with psycopg.connect(self.dsn) as con:
+            return con.execute(sql.replace("?", "%s"), params or []).fetchall()
+
+    def predict(self, name: str, x: np.ndarray) -> np.ndarray:
+        rows = self.query(
+            f"SELECT {name}.predict_proba(f::float8[]) FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY "
+            "AS t(j, i), LATERAL (SELECT array_agg(e::float8) AS f FROM jsonb_array_elements_text(j) e) a "
+            "ORDER BY i",
+            [psycopg.types.json.Jsonb(x.reshape(len(x), -1).astype(np.float64).tolist())],
+        )
+        return np.array([row[0] for row in rows])
+
+    def snapshot(self) -> list[tuple]:
+        return self.query(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2"
+        )

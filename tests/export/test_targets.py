@@ -1,0 +1,124 @@
+"""The grid: every database target × models and behaviours (parity, versions, switch, bad input)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from tests import models
+from tests.export.executors import DuckDBExecutor, PostgresExecutor
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("duckdb", marks=pytest.mark.duckdb),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+def target(request, tmp_path):
+    if request.param == "duckdb":
+        return DuckDBExecutor(tmp_path)
+    return PostgresExecutor(request.getfixturevalue("postgres_dsn"))
+
+
+def versions(target, name: str = "mnist") -> list[tuple]:
+    return target.query("SELECT version, active FROM nnsql.models WHERE name = ? ORDER BY version", [name])
+
+
+@pytest.mark.parametrize("fixture", ["cern_mlp_path", "mixed_layers_path", "digits_model"])
+def test_in_database_probabilities_match_tensorflow(target, fixture, request):
+    model_path = request.getfixturevalue(fixture)
+    assert target.export(model_path) == 0
+    model = keras.saving.load_model(model_path)
+    shape = tuple(model.inputs[0].shape[1:])
+    x = np.random.default_rng(7).random((100, *shape), dtype=np.float32)
+    x[:, ::3] = 0.0  # image rows are sparse; the PostgreSQL kernel skips zeros
+    expected = model.predict(x, verbose=0)
+    actual = target.predict("mnist", x)
+    assert np.abs(actual - expected).max() <= 1e-5  # float32 parity (see export/parity.py)
+    assert (actual.argmax(1) == expected.argmax(1)).all()
+
+
+def test_registry_records_version_and_parity(target, cern_mlp_path):
+    assert target.export(cern_mlp_path, "mnist", "--sample-rows", "300") == 0
+    row = target.query(
+        "SELECT version, active, parity_rows, parity_max_abs_diff, parity_argmax_agreement, length(sha256) "
+        "FROM nnsql.models"
+    )[0]
+    assert row[:3] == (1, True, 300)
+    assert 0 <= row[3] <= 1e-5 and row[4] == 1.0 and row[5] == 64
+    tensors = target.query("SELECT tensor FROM nnsql.tensors ORDER BY tensor")
+    assert [t[0] for t in tensors] == [
+        "hidden.bias",
+        "hidden.kernel",
+        "probabilities.bias",
+        "probabilities.kernel",
+    ]
+
+
+def test_reexport_makes_new_version_and_switches(target, cern_mlp_path, tmp_path):
+    assert target.export(cern_mlp_path) == 0
+    assert target.export(models.save(models.cern_mlp(seed=99), tmp_path / "v2")) == 0
+    assert versions(target) == [(1, False), (2, True)]
+    x = np.random.default_rng(3).random((20, 784), dtype=np.float32)
+    expected = models.cern_mlp(seed=99).predict(x, verbose=0)
+    assert np.abs(target.predict("mnist", x) - expected).max() <= 1e-5
+    assert target.query("SELECT mnist.version()") == [(2,)]
+
+
+def test_failed_parity_leaves_previous_version_scoring(target, cern_mlp_path, tmp_path, capsys):
+    assert target.export(cern_mlp_path) == 0
+    x = np.random.default_rng(4).random((10, 784), dtype=np.float32)
+    before = target.predict("mnist", x)
+    other = models.save(models.cern_mlp(seed=5), tmp_path / "v2")
+    # A tolerance of 0 cannot be met (TensorFlow rounds in float32): parity must reject the version.
+    assert target.export(other, "mnist", "--tolerance", "0") == 2
+    assert "version not published" in capsys.readouterr().err
+    assert versions(target) == [(1, True)]
+    np.testing.assert_array_equal(target.predict("mnist", x), before)
+    assert target.query("SELECT count(*) FROM nnsql.tensors WHERE version = 2") == [(0,)]
+
+
+def test_wrong_length_is_an_error_naming_the_expected_length(target, cern_mlp_path):
+    assert target.export(cern_mlp_path) == 0
+    with pytest.raises(target.error, match="features must have 784 values, got 3"):
+        target.query("SELECT mnist.score(?)", [[0.5, 0.5, 0.5]])
+    with pytest.raises(target.error, match="features contains NULL values"):
+        target.query("SELECT mnist.score(?)", [[0.1] * 7 + [None] + [0.1] * 776])
+    assert target.query("SELECT mnist.score(NULL)") == [(None,)]
+
+
+def test_labels_come_from_metadata(target, digits_model):
+    assert target.export(digits_model, "digits") == 0
+    label = target.query("SELECT digits.label(?)", [[0.0] * 64])[0][0]
+    assert label in [str(d) for d in range(10)]
+    assert target.query("SELECT digits.classes()")[0][0] == [str(d) for d in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--name", "x; drop table t"], "invalid model name 'x; drop table t'"),
+        (["--name", "nnsql"], "reserved"),
+        (["--model", "missing/model.keras"], "model file not found"),
+    ],
+)
+def test_bad_arguments_fail_before_touching_the_database(target, cern_mlp_path, capsys, args, message):
+    assert target.export(cern_mlp_path) == 0
+    before = target.snapshot()
+    options = {"--model": str(cern_mlp_path), "--name": "mnist"} | dict(
+        zip(args[::2], args[1::2], strict=True)
+    )
+    assert target.export(options["--model"], options["--name"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert target.snapshot() == before
+
+
+def test_unsupported_layer_fails_and_creates_nothing(target, tmp_path, capsys):
+    before = target.snapshot()
+    assert target.export(models.save(models.with_unsupported_layer(), tmp_path / "ln")) == 2
+    err = capsys.readouterr().err
+    assert "'layer_norm' (LayerNormalization)" in err and f"'{target.target}'" in err
+    assert target.snapshot() == before
