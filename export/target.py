@@ -26,12 +26,29 @@ class Capabilities:
             raise UnsupportedLayer(
                 f"graph with {len(graph.inputs)} inputs", self.target, f"max {self.max_inputs}"
             )
+        self.check_sizes(graph)
         for node in graph.nodes:
             if node.kind not in self.node_kinds:
                 raise UnsupportedLayer(node.source or node.name, self.target, node.kind)
             activation = getattr(node, "activation", None)
             if activation is not None and activation not in self.activations:
                 raise UnsupportedLayer(node.source or node.name, self.target, f"activation {activation!r}")
+
+    def check_sizes(self, graph: ir.Graph) -> None:
+        """Every vector must fit one stored array (matrices are split by the target itself)."""
+        if self.max_array_len is None:
+            return
+        for spec in graph.inputs:
+            if spec.size > self.max_array_len:
+                raise UnsupportedLayer(
+                    f"input '{spec.name}'", self.target, f"{spec.size} values > {self.max_array_len:,}"
+                )
+        for node in graph.nodes:
+            units = getattr(node, "units", 0)
+            if units > self.max_array_len:
+                raise UnsupportedLayer(
+                    node.source or node.name, self.target, f"{units} units > {self.max_array_len:,}"
+                )
 
 
 TARGETS: dict[str, Capabilities] = {}

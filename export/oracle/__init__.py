@@ -1,0 +1,1 @@
+"""Oracle target: weights as UTL_NLA_ARRAY_FLT varrays, scoring as generated PL/SQL packages."""

@@ -1,0 +1,78 @@
+"""`python -m export.oracle`: compile a Keras model into Oracle PL/SQL (live, or as reviewable scripts)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from export import cli
+from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
+from export.pipeline import prepare, publish, test_data
+
+DESCRIPTION = """\
+Compile a trained Keras classifier into Oracle (19c to 23ai). Weights go into nnsql_tensors as
+UTL_NLA_ARRAY_FLT varrays (chunked above 1,000,000 values); each version is a generated package
+NAME_vN that runs the layers with UTL_NLA.BLAS_GEMV; the package NAME delegates to the active version:
+
+  SELECT NAME.score(features) FROM NAME_testdata;            -- predicted class index
+  SELECT NAME.predict_proba(features) FROM NAME_testdata;    -- probabilities (UTL_NLA_ARRAY_FLT)
+  SELECT * FROM TABLE(NAME.score_table(CURSOR(SELECT id, features FROM NAME_testdata)));  -- batch
+
+Live: python-oracledb thin mode (no Instant Client); the password comes from ORACLE_PASSWORD or a prompt,
+never the command line. --script-only DIR writes the same as SQL*Plus/SQLcl scripts (no database needed):
+DIR/install.sql installs, verifies in the database and switches; DIR/00_privileges.sql is for the DBA."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser(
+        "oracle",
+        DESCRIPTION,
+        "ORACLE_PASSWORD=... python -m export.oracle --dsn scott@db:1521/FREEPDB1 "
+        "--model models/mnist/model.keras --name mnist",
+    )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn", help="user@host:port/service")
+    where.add_argument(
+        "--script-only", type=Path, metavar="DIR", help="write SQL*Plus scripts to DIR instead"
+    )
+    parser.add_argument(
+        "--script-version", type=int, default=1, help="version number for --script-only (default 1)"
+    )
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        check_oracle_name(args.name)
+        request = cli.request_from(args)
+        if args.script_only:
+            return script_only(args, request)
+        from export.oracle.store import OracleStore, parse_dsn, password
+
+        dsn = parse_dsn(args.dsn)
+        prepared = prepare(request, CAPABILITIES)
+        check_weights_finite(prepared.graph)
+        store = OracleStore(dsn, password(), progress=not args.quiet)
+        try:
+            record = publish(store, request, prepared, CAPABILITIES.target)
+        finally:
+            store.close()
+        cli.report(record, str(dsn))
+        return 0
+
+    return cli.run(body)
+
+
+def script_only(args, request) -> int:
+    from export.oracle.script import write_scripts
+
+    prepared = prepare(request, CAPABILITIES)
+    check_weights_finite(prepared.graph)
+    data = test_data(prepared.metadata) if request.load_test_data else None
+    written = write_scripts(args.script_only, request, prepared, args.script_version, data)
+    print(f"wrote {len(written) + 1} scripts to {args.script_only}: run install.sql as the owning user")
+    for path in written:
+        print(f"  {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""IR → Oracle PL/SQL: a package per model version that runs the network with UTL_NLA BLAS calls.
+
+Dense layers are one `UTL_NLA.BLAS_GEMV` each: A = kernelᵀ (units × inputs) in column-major order, which is
+exactly the Keras kernel (inputs × units) flattened row-major, so `trans => 'N'`, `m => units`,
+`lda => units`, `pack => 'C'`. y starts as the bias (beta = 1). A kernel over 1,000,000 values (the
+VARRAY limit) is stored in chunks of whole units, one GEMV per chunk into a slice of y.
+
+Every statement of the network body has one of a few regular forms (see `statements`), so that tests can
+execute the generated text with an independent numpy reference of the documented BLAS semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from export import ir
+from export.errors import ExportError, InvalidName, UnsupportedLayer
+from export.names import check_model_name
+from export.sqltext import literal
+from export.target import Capabilities, register
+
+TARGET = "oracle"
+MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
+TEMPLATES = Path(__file__).resolve().parents[2] / "plsql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql" / "oracle"
+# Oracle reserved words and names nnsql or Oracle uses: a model may not take them.
+ORACLE_RESERVED = frozenset(
+    line.strip()
+    for line in (SQL_DIR / "reserved_words.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
+MAX_NAME = 25  # leaves room for "_v<version>" within Oracle's 30-byte names of older releases
+
+
+def check_oracle_name(name: str) -> str:
+    check_model_name(name, max_length=MAX_NAME)
+    if name in ORACLE_RESERVED or name.startswith(("nnsql", "sys", "dbms_", "utl_")):
+        raise InvalidName(f"invalid model name {name!r}: reserved in Oracle, choose another")
+    return name
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One row of nnsql_tensors: a tensor, or a chunk of whole output units of a large kernel."""
+
+    tensor: str
+    chunk: int
+    values: np.ndarray  # flat float32, in the order the BLAS call reads it
+    shape: str
+    layout: str
+    variable: str
+    first_unit: int = 0  # offset of the chunk's units in the layer's output
+    units: int = 0
+
+
+def kernel_chunks(node: ir.Dense) -> Iterator[StoredChunk]:
+    per_chunk = MAX_ARRAY_LEN // node.in_features
+    kernel = node.kernel.array
+    for number, start in enumerate(range(0, node.units, per_chunk), start=1):
+        block = kernel[:, start : start + per_chunk]
+        units = block.shape[1]
+        yield StoredChunk(
+            tensor=f"{node.name}.kernel",
+            chunk=number,
+            values=np.ascontiguousarray(block).ravel(),
+            shape=f"{node.in_features}x{units}",
+            layout=f"units {start + 1}..{start + units} x inputs, column-major (lda {units})",
+            variable=f"g_{node.name}_kernel_{number}",
+            first_unit=start,
+            units=units,
+        )
+
+
+def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
+    """Every row the package reads, kernels split into chunks of at most MAX_ARRAY_LEN values."""
+    for node in graph.nodes:
+        if isinstance(node, ir.Dense):
+            yield from kernel_chunks(node)
+            if node.bias is not None:
+                yield StoredChunk(
+                    f"{node.name}.bias",
+                    1,
+                    node.bias.array.ravel(),
+                    str(node.units),
+                    "vector",
+                    f"g_{node.name}_bias_1",
+                )
+
+
+class OracleGenerator:
+    """Walks an IR graph; one `emit_<Kind>` method per supported node kind yields PL/SQL statements."""
+
+    def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
+        self.graph = graph
+        self.name = name
+        self.version = version
+        self.package = f"{name}_v{version}"
+
+    def var(self, value: str) -> str:
+        return value if any(spec.name == value for spec in self.graph.inputs) else f"v_{value}"
+
+    def emit_Dense(self, node: ir.Dense, x: str) -> Iterator[str]:
+        y = self.var(node.name)
+        chunks = list(kernel_chunks(node))
+        single = len(chunks) == 1
+        if not single:
+            yield f"{y} := zeros({node.units});"
+        for chunk in chunks:
+            target = y if single else "v_chunk"
+            if node.bias is not None:
+                yield f"{target} := slice(g_{node.name}_bias_1, {chunk.first_unit + 1}, {chunk.units});"
+            else:
+                yield f"{target} := zeros({chunk.units});"
+            yield (
+                f"UTL_NLA.BLAS_GEMV(trans => 'N', m => {chunk.units}, n => {node.in_features}, "
+                "alpha => 1.0f, "
+                f"a => {chunk.variable}, lda => {chunk.units}, x => {x}, incx => 1, beta => 1.0f, "
+                f"y => {target}, incy => 1, pack => 'C');"
+            )
+            if not single:
+                yield f"place({y}, v_chunk, {chunk.first_unit});"
+        if node.activation != "linear":
+            yield f"activate_{node.activation}({y});"
+
+    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := {x};"
+        if node.activation != "linear":
+            yield f"activate_{node.activation}({self.var(node.name)});"
+
+    def emit_Reshape(self, node: ir.Reshape, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := {x};"
+
+    def statements(self) -> Iterator[str]:
+        for node in self.graph.nodes:
+            method = getattr(self, f"emit_{node.kind}", None)
+            if method is None:
+                raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+            yield from method(node, *(self.var(name) for name in node.inputs))
+
+    def checks(self) -> Iterator[str]:
+        for spec in self.graph.inputs:
+            where = f"{self.name}.predict_proba: {spec.name}"
+            yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
+            yield (
+                f"IF {spec.name}.COUNT <> {spec.size} THEN RAISE_APPLICATION_ERROR(-20001, "
+                f"{literal(where + f' must have {spec.size} values, got ')} || {spec.name}.COUNT); END IF;"
+            )
+            yield (
+                f"FOR i IN 1 .. {spec.name}.COUNT LOOP IF {spec.name}(i) IS NULL THEN "
+                "RAISE_APPLICATION_ERROR("
+                f"-20002, {literal(where + ' contains NULL values')}); END IF; END LOOP;"
+            )
+
+    def parameters(self) -> list[str]:
+        return [f"{spec.name} IN UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs]
+
+    def context(self) -> dict:
+        chunks = list(stored_chunks(self.graph))
+        values = [self.var(node.name) for node in self.graph.nodes] + ["v_chunk"]
+        return {
+            "name": self.name,
+            "name_literal": literal(self.name),
+            "version": self.version,
+            "package": self.package,
+            "sha256": self.graph.sha256(),
+            "parameters": ", ".join(self.parameters()),
+            "parameter_list": [f"{spec.name} UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs],
+            "arguments": ", ".join(spec.name for spec in self.graph.inputs),
+            "argument_list": [spec.name for spec in self.graph.inputs],
+            "classes": ", ".join(literal(label) for label in self.graph.classes),
+            "tensor_variables": [chunk.variable for chunk in chunks],
+            "loads": [(chunk.tensor, chunk.chunk, chunk.variable) for chunk in chunks],
+            "value_variables": values,
+            "checks": list(self.checks()),
+            "statements": list(self.statements()),
+            "output": self.var(self.graph.output),
+        }
+
+    def render(self, template: str) -> str:
+        environment = Environment(
+            loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True
+        )
+        return environment.get_template(template).render(**self.context())
+
+    def version_package(self) -> str:
+        return self.render("version_package.sql.j2")
+
+    def dispatch_spec(self) -> str:
+        return self.render("dispatch_package.sql.j2")
+
+    def dispatch_body(self) -> str:
+        return self.render("dispatch_body.sql.j2")
+
+
+def check_weights_finite(graph: ir.Graph) -> None:
+    for tensor, weights in graph.named_weights():
+        if not np.all(np.isfinite(weights.array)):
+            raise ExportError(f"tensor {tensor} holds NaN or infinite values; refusing to export")
+
+
+def _emitted_kinds() -> frozenset[str]:
+    return frozenset(a[len("emit_") :] for a in dir(OracleGenerator) if a.startswith("emit_"))
+
+
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds(), max_array_len=MAX_ARRAY_LEN))

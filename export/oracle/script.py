@@ -1,0 +1,183 @@
+"""`--script-only`: everything an Oracle export does, as SQL*Plus / SQLcl scripts a DBA can review and run.
+
+DIR/install.sql runs, in order: 01_schema.sql (tables, types), 02_tensors_vN.sql (the weights as PL/SQL
+blocks), 03_package_vN.sql (the version's package), 04_verify_and_switch_vN.sql (scores sample rows in the
+database, compares with TensorFlow's probabilities embedded in the script, records the figures and only
+then switches the model's entry package), and optionally 05_testdata.sql. 00_privileges.sql is for the DBA.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
+from export.pipeline import ExportRequest, Prepared, input_spec_json
+from export.sqltext import literal
+
+VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
+VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
+VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
+HEADER = "WHENEVER SQLERROR EXIT FAILURE ROLLBACK\nSET DEFINE OFF\n"
+
+
+def float_literal(value: float) -> str:
+    """A BINARY_FLOAT literal that round-trips float32 exactly (9 significant digits)."""
+    return "0f" if value == 0 else f"{float(value):.9g}f"
+
+
+def array_calls(values: np.ndarray, target: str) -> Iterator[str]:
+    for start in range(0, len(values), VALUES_PER_CALL):
+        items = ", ".join(float_literal(v) for v in values[start : start + VALUES_PER_CALL])
+        yield f"    append({target}, UTL_NLA_ARRAY_FLT({items}));"
+
+
+APPEND = """    PROCEDURE append(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_values IN UTL_NLA_ARRAY_FLT) IS
+    BEGIN
+        FOR i IN 1 .. p_values.COUNT LOOP p_target.EXTEND; p_target(p_target.COUNT) := p_values(i); END LOOP;
+    END append;"""
+
+
+def tensor_blocks(name: str, version: int, chunk: StoredChunk) -> Iterator[str]:
+    """INSERT an empty array, then append the values block by block (each block a few KB)."""
+    key = (
+        f"model = {literal(name)} AND version = {version} AND tensor = {literal(chunk.tensor)} "
+        f"AND chunk = {chunk.chunk}"
+    )
+    yield (
+        "INSERT INTO nnsql_tensors (model, version, tensor, chunk, shape, layout, value) VALUES ("
+        f"{literal(name)}, {version}, {literal(chunk.tensor)}, {chunk.chunk}, {literal(chunk.shape)}, "
+        f"{literal(chunk.layout)}, UTL_NLA_ARRAY_FLT());"
+    )
+    for start in range(0, len(chunk.values), VALUES_PER_BLOCK):
+        body = "\n".join(array_calls(chunk.values[start : start + VALUES_PER_BLOCK], "v"))
+        yield (
+            f"DECLARE\n    v UTL_NLA_ARRAY_FLT;\n{APPEND}\nBEGIN\n"
+            f"    SELECT value INTO v FROM nnsql_tensors WHERE {key} FOR UPDATE;\n{body}\n"
+            f"    UPDATE nnsql_tensors SET value = v WHERE {key};\nEND;\n/"
+        )
+
+
+def tensors_script(prepared: Prepared, name: str, version: int) -> str:
+    parts = [HEADER, f"-- Weights of {name} version {version} ({prepared.graph.sha256()[:12]})."]
+    parts.append(f"DELETE FROM nnsql_tensors WHERE model = {literal(name)} AND version = {version};")
+    for chunk in stored_chunks(prepared.graph):
+        parts.extend(tensor_blocks(name, version, chunk))
+    parts.append("COMMIT;\n")
+    return "\n".join(parts)
+
+
+def rows_block(inputs: list[np.ndarray], expected: np.ndarray, generator: OracleGenerator) -> str:
+    lines = []
+    for row in range(len(expected)):
+        for index, values in enumerate(inputs):
+            lines.append(f"    x{index} := UTL_NLA_ARRAY_FLT();")
+            lines.extend(array_calls(values[row].ravel(), f"x{index}"))
+        arguments = ", ".join(f"x{i}" for i in range(len(inputs)))
+        expected_items = ", ".join(repr(float(p)) for p in expected[row])
+        lines.append(
+            f"    check_row({row + 1}, {generator.package}.predict_proba({arguments}), "
+            f"UTL_NLA_ARRAY_DBL({expected_items}));"
+        )
+    return "\n".join(lines)
+
+
+def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generator: OracleGenerator) -> str:
+    rows = min(VERIFY_ROWS, prepared.samples.rows)
+    inputs = [prepared.samples.inputs[spec.name][:rows] for spec in prepared.graph.inputs]
+    declarations = "\n".join(f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(len(inputs)))
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined)
+    return environment.get_template("verify_and_switch.sql.j2").render(
+        header=HEADER,
+        append=APPEND,
+        declarations=declarations,
+        rows_block=rows_block(inputs, prepared.expected[:rows], generator),
+        rows=rows,
+        tolerance=repr(request.tolerance),
+        name=generator.name,
+        name_literal=literal(generator.name),
+        version=generator.version,
+        package=generator.package,
+        sha256=literal(prepared.graph.sha256()),
+        input_spec=literal(input_spec_json(prepared.graph)),
+        classes=literal(json.dumps(list(prepared.graph.classes))),
+        source=literal(str(request.model_path)),
+        metadata=literal(json.dumps(prepared.metadata)),
+        sample_source=literal(f"{prepared.samples.source} (first {rows}, scored by the script)"),
+        dispatch_spec=generator.dispatch_spec(),
+        dispatch_body=generator.dispatch_body(),
+        check_compiled=check_compiled(generator.name),
+    )
+
+
+def check_compiled(unit: str) -> str:
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined)
+    return environment.get_template("check_compiled.sql.j2").render(unit=unit)
+
+
+def testdata_script(name: str, features: np.ndarray, labels: np.ndarray) -> str:
+    table = f"{name}_testdata"
+    parts = [
+        HEADER,
+        f"-- Test images of {name} as UTL_NLA_ARRAY_FLT rows (like CERN's testdata_array).",
+        f"BEGIN EXECUTE IMMEDIATE 'DROP TABLE {table} PURGE'; EXCEPTION WHEN OTHERS THEN "
+        "IF SQLCODE != -942 THEN RAISE; END IF; END;\n/",
+        f"CREATE TABLE {table} (id NUMBER PRIMARY KEY, features UTL_NLA_ARRAY_FLT NOT NULL, label NUMBER)"
+        "\n    VARRAY features STORE AS SECUREFILE LOB;",
+    ]
+    flat = features.reshape(len(features), -1)
+    for row in range(len(flat)):
+        body = "\n".join(array_calls(flat[row], "v"))
+        parts.append(
+            f"DECLARE\n    v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();\n{APPEND}\nBEGIN\n{body}\n"
+            f"    INSERT INTO {table} (id, features, label) VALUES ({row}, v, {int(labels[row])});\nEND;\n/"
+        )
+    parts.append("COMMIT;\n")
+    return "\n".join(parts)
+
+
+def privileges_script(name: str) -> str:
+    environment = Environment(loader=FileSystemLoader(SQL_DIR), undefined=StrictUndefined)
+    template = environment.get_template("privileges.sql.j2")
+    return template.render(owner="nnsql_owner", role=f"{name}_scorer", name=name)
+
+
+def write_scripts(
+    directory: Path,
+    request: ExportRequest,
+    prepared: Prepared,
+    version: int,
+    test_data: tuple[np.ndarray, np.ndarray] | None = None,
+) -> list[Path]:
+    """Write the scripts; returns their paths in the order install.sql runs them."""
+    generator = OracleGenerator(prepared.graph, request.name, version)
+    files: dict[str, str] = {
+        "00_privileges.sql": privileges_script(request.name),
+        "01_schema.sql": HEADER + (SQL_DIR / "schema.sql").read_text(),
+        f"02_tensors_v{version}.sql": tensors_script(prepared, request.name, version),
+        f"03_package_v{version}.sql": HEADER
+        + generator.version_package()
+        + check_compiled(generator.package),
+        f"04_verify_and_switch_v{version}.sql": verify_and_switch_script(request, prepared, generator),
+    }
+    if test_data is not None:
+        files["05_testdata.sql"] = testdata_script(request.name, *test_data)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for filename, text in files.items():
+        path = directory / filename
+        path.write_text(text)
+        written.append(path)
+    runs = [path.name for path in written if not path.name.startswith("00_")]
+    (directory / "install.sql").write_text(install_script(runs))
+    return written
+
+
+def install_script(names: Iterable[str]) -> str:
+    lines = [HEADER, "-- Run as the owning user: sqlplus user@host:port/service @install.sql"]
+    lines += [f"@@{name}" for name in names]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,220 @@
+"""A live Oracle database as an export target, through python-oracledb in thin mode (no Instant Client).
+
+Oracle commits before and after every DDL statement, so one transaction cannot hold the whole export.
+Instead a version is built beside the active one (tensors, then package <name>_v<N>), verified, recorded,
+and the switch is a single DDL statement: replacing the body of the stateless entry package <name>.
+Anything failing before the switch removes the new version's rows and package; the old one keeps scoring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from export import ir
+from export.errors import ExportError
+from export.oracle.generator import SQL_DIR, OracleGenerator, stored_chunks
+from export.pipeline import VersionRecord
+
+DSN_FORM = re.compile(
+    r"(?P<user>[A-Za-z][\w$#]*)@(?P<host>[\w.-]+)(?::(?P<port>\d+))?/(?P<service>[\w.$#-]+)"
+)
+
+
+@dataclass(frozen=True)
+class OracleDsn:
+    user: str
+    host: str
+    port: int
+    service: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}/{self.service}"
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.address}"
+
+
+def parse_dsn(text: str) -> OracleDsn:
+    match = DSN_FORM.fullmatch(text or "")
+    if not match:
+        raise ExportError(
+            f"invalid --dsn {text!r}: expected user@host:port/service, "
+            "e.g. scott@db.example.org:1521/FREEPDB1"
+        )
+    return OracleDsn(match["user"], match["host"], int(match["port"] or 1521), match["service"])
+
+
+def password() -> str:
+    """From ORACLE_PASSWORD, else a prompt on the terminal; never from the command line."""
+    if os.environ.get("ORACLE_PASSWORD"):
+        return os.environ["ORACLE_PASSWORD"]
+    if not sys.stdin.isatty():
+        raise ExportError("set ORACLE_PASSWORD: there is no terminal to prompt for the password")
+    return getpass.getpass("Oracle password: ")
+
+
+def explain(error: Exception, dsn: OracleDsn) -> ExportError:
+    """Turn an Oracle/driver error into one line that says the fix."""
+    message = " ".join(str(error).split())
+    if "ORA-01017" in message:
+        return ExportError(f"Oracle rejected user or password for {dsn}: check ORACLE_PASSWORD")
+    if "ORA-01031" in message or "ORA-01950" in message:
+        return ExportError(
+            f"missing privilege for {dsn.user}: needs CREATE TABLE, CREATE PROCEDURE, CREATE TYPE and "
+            f"tablespace quota (00_privileges.sql from --script-only has the grants) ({message[:120]})"
+        )
+    if "UTL_NLA" in message.upper() and ("PLS-00201" in message or "ORA-06550" in message):
+        return ExportError(
+            f"UTL_NLA is not available to {dsn.user}: ask the DBA to GRANT EXECUTE ON SYS.UTL_NLA"
+        )
+    if message.startswith("DPY-6") or "ORA-125" in message or "ORA-12154" in message:
+        return ExportError(f"cannot reach Oracle at {dsn.address}: {message[:200]}")
+    return ExportError(f"Oracle error on {dsn}: {message[:300]}")
+
+
+def sql_statements(script: str) -> Iterator[str]:
+    """Split a script of PL/SQL units ended by a line '/' (as SQL*Plus does) into statements."""
+    for block in re.split(r"^/\s*$", script, flags=re.MULTILINE):
+        text = "\n".join(line for line in block.splitlines() if not line.startswith("--")).strip()
+        if text:
+            yield text
+
+
+class OracleStore:
+    target = "oracle"
+
+    def __init__(self, dsn: OracleDsn, secret: str, *, progress: bool = True) -> None:
+        import oracledb
+
+        self.dsn = dsn
+        self.progress = progress
+        self.oracledb = oracledb
+        try:
+            self.con = oracledb.connect(
+                user=dsn.user, password=secret, dsn=dsn.address, tcp_connect_timeout=10
+            )
+        except oracledb.Error as error:
+            raise explain(error, dsn) from error
+        self.array_type = self.con.gettype("UTL_NLA_ARRAY_FLT")
+        self.generator: OracleGenerator | None = None
+        self.switched = False
+
+    def close(self) -> None:
+        self.con.close()
+
+    def execute(self, statement: str, params: list | dict | None = None) -> None:
+        with self.con.cursor() as cursor:
+            cursor.execute(statement, params or [])
+            if cursor.warning:  # compilation errors come back as a warning
+                raise ExportError(f"generated PL/SQL did not compile: {cursor.warning}; see USER_ERRORS")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            for statement in sql_statements((SQL_DIR / "schema.sql").read_text()):
+                self.execute(statement)
+            yield
+            self.con.commit()
+        except BaseException as error:
+            self.con.rollback()
+            self.discard_unpublished()
+            if isinstance(error, self.oracledb.Error):
+                raise explain(error, self.dsn) from error
+            raise
+
+    def discard_unpublished(self) -> None:
+        if self.generator is None or self.switched:
+            return
+        name, version = self.generator.name, self.generator.version
+        with self.con.cursor() as cursor:
+            cursor.execute("DELETE FROM nnsql_tensors WHERE model = :1 AND version = :2", [name, version])
+            cursor.execute("DELETE FROM nnsql_models WHERE name = :1 AND version = :2", [name, version])
+            self.con.commit()
+            with contextlib.suppress(self.oracledb.Error):  # it may never have been created
+                cursor.execute(f"DROP PACKAGE {self.generator.package}")
+
+    def next_version(self, name: str) -> int:
+        with self.con.cursor() as cursor:
+            cursor.execute("SELECT NVL(MAX(version), 0) + 1 FROM nnsql_models WHERE name = :1", [name])
+            return int(cursor.fetchone()[0])
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+        self.generator = OracleGenerator(graph, name, version)
+        chunks = list(stored_chunks(graph))
+        with self.con.cursor() as cursor:
+            for chunk in tqdm(
+                chunks, desc=f"{name} v{version}: tensors", unit="array", disable=not self.progress
+            ):
+                value = self.array_type.newobject([float(v) for v in chunk.values])
+                cursor.execute(
+                    "INSERT INTO nnsql_tensors (model, version, tensor, chunk, shape, layout, value) "
+                    "VALUES (:1, :2, :3, :4, :5, :6, :7)",
+                    [name, version, chunk.tensor, chunk.chunk, chunk.shape, chunk.layout, value],
+                )
+        self.con.commit()
+        for statement in sql_statements(self.generator.version_package()):
+            self.execute(statement)
+
+    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        assert self.generator is not None
+        names = list(inputs)
+        placeholders = ", ".join(f":{i + 1}" for i in range(len(names)))
+        rows = []
+        with self.con.cursor() as cursor:
+            for row in range(len(inputs[names[0]])):
+                values = [
+                    self.array_type.newobject([float(v) for v in inputs[n][row].ravel()]) for n in names
+                ]
+                cursor.execute(
+                    f"SELECT {self.generator.package}.predict_proba({placeholders}) FROM dual", values
+                )
+                rows.append(cursor.fetchone()[0].aslist())
+        return np.array(rows, dtype=np.float64)
+
+    def record(self, record: VersionRecord) -> None:
+        assert self.generator is not None
+        row = record.registry_row(active=False)
+        row["active"] = "N"
+        columns = ", ".join(row)
+        placeholders = ", ".join(f":{column}" for column in row)
+        self.execute(f"INSERT INTO nnsql_models ({columns}) VALUES ({placeholders})", row)
+        self.con.commit()
+        for statement in sql_statements(self.generator.dispatch_spec() + self.generator.dispatch_body()):
+            self.execute(statement)  # the switch
+        self.switched = True
+        self.execute(
+            "UPDATE nnsql_models SET active = CASE WHEN version = :1 THEN 'Y' ELSE 'N' END WHERE name = :2",
+            [record.version, record.name],
+        )
+
+    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
+        table = f"{name}_testdata"
+        with self.con.cursor() as cursor:
+            with suppress(self.oracledb.Error):
+                cursor.execute(f"DROP TABLE {table} PURGE")
+            cursor.execute(
+                f"CREATE TABLE {table} (id NUMBER PRIMARY KEY, "
+                "features UTL_NLA_ARRAY_FLT NOT NULL, label NUMBER)"
+            )
+            flat = features.reshape(len(features), -1)
+            batch = []
+            for row in tqdm(range(len(flat)), desc="test data", unit="row", disable=not self.progress):
+                batch.append(
+                    [row, self.array_type.newobject([float(v) for v in flat[row]]), int(labels[row])]
+                )
+                if len(batch) == 500 or row == len(flat) - 1:
+                    cursor.executemany(
+                        f"INSERT INTO {table} (id, features, label) VALUES (:1, :2, :3)", batch
+                    )
+                    batch = []

@@ -1,0 +1,131 @@
+"""Executes the network body of a generated Oracle package with numpy, from the generated text alone.
+
+Independent of the generator: it reads the `--script-only` files, takes every BLAS argument from the
+rendered PL/SQL (not from the generator's data structures) and every stored array from the INSERT/append
+blocks, and runs `UTL_NLA.BLAS_GEMV` as Oracle documents it:
+    y := alpha·op(A)·x + beta·y, A an m×n matrix stored in `a` with leading dimension lda,
+    pack 'C' column-major (A(i,j) = a[i + j·lda]) or 'R' row-major (A(i,j) = a[i·lda + j]),
+    op(A) = A for trans 'N', Aᵀ for 'T'/'C'; x read with stride incx, y with stride incy.
+Arithmetic is float32 like BINARY_FLOAT; activations follow the package's BINARY_DOUBLE procedures.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+FLOAT = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)f")
+KEY = re.compile(r"model = '(\w+)' AND version = (\d+) AND tensor = '([\w.]+)' AND chunk = (\d+)")
+
+
+def blas_gemv(trans, m, n, alpha, a, lda, x, incx, beta, y, incy, pack="C"):
+    a = np.asarray(a, dtype=np.float32)
+    if pack == "C":
+        matrix = np.array([[a[i + j * lda] for j in range(n)] for i in range(m)], dtype=np.float32)
+    elif pack == "R":
+        matrix = np.array([[a[i * lda + j] for j in range(n)] for i in range(m)], dtype=np.float32)
+    else:
+        raise ValueError(f"pack must be 'C' or 'R', not {pack!r}")
+    op = matrix if trans.upper() == "N" else matrix.T
+    x_vector = np.asarray(x, dtype=np.float32)[:: int(incx)][: op.shape[1]]
+    result = np.array(y, dtype=np.float32, copy=True)
+    current = result[:: int(incy)][: op.shape[0]]
+    updated = np.float32(alpha) * (op @ x_vector) + np.float32(beta) * current
+    result[:: int(incy)][: op.shape[0]] = updated.astype(np.float32)
+    return result
+
+
+def activate(kind: str, v: np.ndarray) -> np.ndarray:
+    z = v.astype(np.float64)
+    if kind == "relu":
+        return np.where(v < 0, np.float32(0), v).astype(np.float32)
+    if kind == "sigmoid":
+        return (1 / (1 + np.exp(-np.clip(z, -700, 700)))).astype(np.float32)
+    if kind == "tanh":
+        return np.tanh(z).astype(np.float32)
+    if kind == "softmax":
+        e = np.exp(np.maximum(z - z.max(), -700))
+        return (e / e.sum()).astype(np.float32)
+    raise ValueError(f"unknown activation procedure activate_{kind}")
+
+
+def read_tensors(script: str) -> dict[tuple[str, int], np.ndarray]:
+    """(tensor, chunk) → values, from 02_tensors_vN.sql: an INSERT of an empty array, then append blocks."""
+    tensors: dict[tuple[str, int], list[float]] = {}
+    for block in re.split(r"^/\s*$", script, flags=re.MULTILINE):
+        insert = re.search(r"VALUES \('(\w+)', (\d+), '([\w.]+)', (\d+),", block)
+        if insert and "INSERT INTO nnsql_tensors" in block:
+            tensors[(insert[3], int(insert[4]))] = []
+        key = KEY.search(block)
+        if key and "append(" in block:
+            values = tensors[(key[3], int(key[4]))]
+            for call in re.findall(r"append\(v, UTL_NLA_ARRAY_FLT\((.*?)\)\);", block):
+                values.extend(float(number) for number in FLOAT.findall(call))
+    return {key: np.array(values, dtype=np.float32) for key, values in tensors.items()}
+
+
+def parse_arguments(text: str) -> dict[str, str]:
+    return {name: value.strip() for name, value in re.findall(r"(\w+) => ([^,]+)", text)}
+
+
+def literal_number(text: str) -> float:
+    return float(text.rstrip("fF"))
+
+
+class PackageInterpreter:
+    """Runs `predict_proba` of a generated version package on one row at a time."""
+
+    def __init__(self, package_text: str, tensors: dict[tuple[str, int], np.ndarray]) -> None:
+        loads = re.findall(r"load_tensor\('([\w.]+)', (\d+), (\w+)\);", package_text)
+        self.globals = {variable: tensors[(tensor, int(chunk))] for tensor, chunk, variable in loads}
+        body = package_text.split("-- begin network", 1)[1].split("-- end network", 1)[0]
+        self.statements = [line.strip() for line in body.strip().splitlines() if line.strip()]
+        self.output = re.search(r"-- end network\s+RETURN (\w+);", package_text)[1]
+        self.gemv_calls: list[dict[str, str]] = []
+
+    def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        env: dict[str, np.ndarray] = dict(self.globals)
+        env.update({name: np.asarray(value, dtype=np.float32).ravel() for name, value in inputs.items()})
+        for statement in self.statements:
+            self.step(statement, env)
+        return env[self.output]
+
+    def step(self, statement: str, env: dict[str, np.ndarray]) -> None:
+        if match := re.fullmatch(r"(\w+) := zeros\((\d+)\);", statement):
+            env[match[1]] = np.zeros(int(match[2]), dtype=np.float32)
+        elif match := re.fullmatch(r"(\w+) := slice\((\w+), (\d+), (\d+)\);", statement):
+            start, count = int(match[3]), int(match[4])
+            env[match[1]] = env[match[2]][start - 1 : start - 1 + count].copy()
+        elif match := re.fullmatch(r"UTL_NLA\.BLAS_GEMV\((.*)\);", statement):
+            args = parse_arguments(match[1])
+            self.gemv_calls.append(args)
+            env[args["y"]] = blas_gemv(
+                trans=args["trans"].strip("'"),
+                m=int(args["m"]),
+                n=int(args["n"]),
+                alpha=literal_number(args["alpha"]),
+                a=env[args["a"]],
+                lda=int(args["lda"]),
+                x=env[args["x"]],
+                incx=int(args["incx"]),
+                beta=literal_number(args["beta"]),
+                y=env[args["y"]],
+                incy=int(args["incy"]),
+                pack=args.get("pack", "'C'").strip("'"),
+            )
+        elif match := re.fullmatch(r"place\((\w+), (\w+), (\d+)\);", statement):
+            offset, source = int(match[3]), env[match[2]]
+            env[match[1]][offset : offset + len(source)] = source
+        elif match := re.fullmatch(r"activate_(\w+)\((\w+)\);", statement):
+            env[match[2]] = activate(match[1], env[match[2]])
+        elif match := re.fullmatch(r"(\w+) := (\w+);", statement):
+            env[match[1]] = env[match[2]].copy()
+        else:
+            raise AssertionError(f"statement the reference does not know: {statement}")
+
+
+def load_scripts(directory: Path, version: int = 1) -> PackageInterpreter:
+    tensors = read_tensors((directory / f"02_tensors_v{version}.sql").read_text())
+    return PackageInterpreter((directory / f"03_package_v{version}.sql").read_text(), tensors)
