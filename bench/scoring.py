@@ -5,6 +5,8 @@ Baselines run in the same process (machines here are shared and noisy), so compa
     Keras predict
     DuckDB SQL macros (SELECT name.score(features) FROM t)
     PostgreSQL PL/pgSQL functions, no extension (a throwaway server on a Unix socket; --pg-rows rows)
+    Oracle, when ORACLE_DSN and ORACLE_PASSWORD are set: row by row (SELECT name.score(features)) and the
+    pipelined batch path (TABLE(name.score_table(CURSOR(...)))), --oracle-rows rows
 Rows are Fashion-MNIST test images when Debian's package is installed (image rows are sparse, which the
 PostgreSQL kernel exploits), else uniform random rows. Figures are the best of --repeat runs.
 Writes bench/results/scoring.json.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -26,7 +29,12 @@ from pathlib import Path
 import numpy as np
 
 CERN_PLSQL_MS_PER_ROW = 12.0  # CERN's 2016 Oracle PL/SQL MNIST example
-GOALS_MS_PER_ROW = {"duckdb_sql": 0.1, "postgres_plpgsql": 0.5}
+GOALS_MS_PER_ROW = {
+    "duckdb_sql": 0.1,
+    "postgres_plpgsql": 0.5,
+    "oracle_row_by_row": 1.0,
+    "oracle_pipelined": 1.0,
+}
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -87,6 +95,28 @@ def postgres_contender(model_path: Path, x: np.ndarray) -> tuple[Callable[[], ob
     return (lambda: store.con.execute(query).fetchall()), cleanup
 
 
+def oracle_contenders(model_path: Path, x: np.ndarray) -> dict[str, Callable[[], object]]:
+    """Row-by-row and batch scoring on the live Oracle named by ORACLE_DSN (the test data loaded first)."""
+    from export.oracle.generator import CAPABILITIES
+    from export.oracle.store import OracleStore, parse_dsn
+    from export.pipeline import ExportRequest, prepare, publish
+
+    store = OracleStore(parse_dsn(os.environ["ORACLE_DSN"]), os.environ["ORACLE_PASSWORD"], progress=False)
+    request = ExportRequest(model_path=model_path, name="nn_bench", sample_rows=50)
+    publish(store, request, prepare(request, CAPABILITIES), "oracle")
+    store.load_test_data("nn_bench", x, np.zeros(len(x), dtype=np.int64))
+    store.con.commit()
+    cursor = store.con.cursor()
+    row_by_row = "SELECT id, nn_bench.score(features) FROM nn_bench_testdata"
+    pipelined = (
+        "SELECT * FROM TABLE(nn_bench.score_table(CURSOR(SELECT id, features FROM nn_bench_testdata)))"
+    )
+    return {
+        "oracle_row_by_row": lambda: cursor.execute(row_by_row).fetchall(),
+        "oracle_pipelined": lambda: cursor.execute(pipelined).fetchall(),
+    }
+
+
 def bench_rows(rows: int) -> tuple[np.ndarray, str]:
     from train import data
 
@@ -97,7 +127,7 @@ def bench_rows(rows: int) -> tuple[np.ndarray, str]:
         return np.random.default_rng(0).random((rows, 784), dtype=np.float32), "uniform random rows"
 
 
-def run(rows: int, repeat: int, pg_rows: int) -> dict:
+def run(rows: int, repeat: int, pg_rows: int, oracle_rows: int) -> dict:
     import keras
 
     from export import reference
@@ -124,6 +154,11 @@ def run(rows: int, repeat: int, pg_rows: int) -> dict:
             else:
                 per_row["postgres_plpgsql"] = best_seconds(score_pg, 1) / pg_rows
                 cleanup()
+        if oracle_rows and os.environ.get("ORACLE_DSN") and os.environ.get("ORACLE_PASSWORD"):
+            for name, function in oracle_contenders(model_path, x[:oracle_rows]).items():
+                per_row[name] = best_seconds(function, 1) / oracle_rows
+        elif oracle_rows:
+            print("oracle: skipped (set ORACLE_DSN and ORACLE_PASSWORD to measure it)")
     baseline = per_row["numpy_batch"]
     return {
         "rows": rows,
@@ -162,9 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scoring", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--pg-rows", type=int, default=2000, help="rows for PostgreSQL (0: skip it)")
+    parser.add_argument("--oracle-rows", type=int, default=10_000, help="rows for Oracle (0: skip it)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    report = run(args.rows, args.repeat, args.pg_rows)
+    report = run(args.rows, args.repeat, args.pg_rows, args.oracle_rows)
     print_table(report)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scoring.json").write_text(json.dumps(report, indent=2) + "\n")
