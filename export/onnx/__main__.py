@@ -1,0 +1,116 @@
+"""`python -m export.onnx`: Keras → ONNX in a model repository that `python -m serve` serves."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from export import cli, parity
+from export.errors import ExportError
+from export.keras_frontend import load_model, read_metadata
+from export.names import check_model_name
+from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
+from export.samples import SampleSet
+
+TARGET = "onnx"
+OUTPUT_NAME = "probabilities"
+DESCRIPTION = """\
+Convert a trained Keras classifier to ONNX with Keras's own exporter (tf2onnx underneath), check it
+with onnxruntime against Keras on sample rows (max |dp| <= 1e-5, same argmax) and publish it as
+REPO/NAME/<next version>/model.onnx with metadata.json (inputs, outputs, classes, sha256, parity).
+A version that fails the check is never published. Serve the repository with `python -m serve`."""
+
+
+def convert(model, path: Path) -> None:
+    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients."""
+    import onnx
+
+    try:
+        model.export(str(path), format="onnx", verbose=False)
+    except Exception as error:  # the converter raises many types
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
+    graph_model = onnx.load(str(path))
+    old = graph_model.graph.output[0].name
+    for node in graph_model.graph.node:
+        node.output[:] = [OUTPUT_NAME if name == old else name for name in node.output]
+    graph_model.graph.output[0].name = OUTPUT_NAME
+    onnx.checker.check_model(graph_model)
+    onnx.save(graph_model, str(path))
+
+
+def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {i.name: samples.inputs[i.name].astype(np.float32) for i in session.get_inputs()}
+    return session.run([OUTPUT_NAME], feeds)[0]
+
+
+def sample_set(model, rows: int, metadata: dict) -> SampleSet:
+    from export.keras_frontend import to_ir
+    from export.samples import sample_inputs
+
+    try:
+        graph = to_ir(model, target=TARGET, classes=tuple(metadata.get("classes", ())))
+        return sample_inputs(graph, metadata, rows)
+    except ExportError:  # a layer our IR lacks: ONNX may still convert it; use seeded random rows
+        generator = np.random.default_rng(0)
+        inputs = {t.name: generator.random((rows, *t.shape[1:]), dtype=np.float32) for t in model.inputs}
+        return SampleSet(inputs, f"{rows} seeded uniform random rows")
+
+
+def export(
+    model_path: Path, repo: Path, name: str, rows: int, tolerance: float
+) -> tuple[int, parity.ParityReport]:
+    check_model_name(name)
+    model = load_model(model_path)
+    metadata = read_metadata(model_path)
+    samples = sample_set(model, rows, metadata)
+    feeds = [samples.inputs[t.name] for t in model.inputs]
+    expected = np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    with staging(repo, name) as staged:
+        convert(model, staged / MODEL_FILE)
+        report = parity.compare(expected, onnx_predict(staged / MODEL_FILE, samples), tolerance)
+        parity.require(report, TARGET)
+        n_out = expected.shape[1]
+        document = {
+            "inputs": [
+                {"name": t.name, "datatype": "FP32", "shape": [-1, *[int(d) for d in t.shape[1:]]]}
+                for t in model.inputs
+            ],
+            "outputs": [{"name": OUTPUT_NAME, "datatype": "FP32", "shape": [-1, n_out]}],
+            "classes": metadata.get("classes") or [str(i) for i in range(n_out)],
+            "sha256": sha256_of(staged / MODEL_FILE),
+            "source": str(model_path),
+            "parity": {**report.as_dict(), "sample_source": samples.source},
+            "training": metadata,
+        }
+        version = publish(staged, repo, name, document)
+    return version, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser(
+        "onnx",
+        DESCRIPTION,
+        "python -m export.onnx --model models/mnist/model.keras --repo model_repository --name mnist",
+    )
+    parser.add_argument("--repo", required=True, type=Path, help="model repository directory")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        if args.load_test_data:
+            raise ExportError("--load-test-data applies to database targets only")
+        version, report = export(args.model, args.repo, args.name, args.sample_rows, args.tolerance)
+        print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
+        print(f"  {report.summary()}")
+        return 0
+
+    return cli.run(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

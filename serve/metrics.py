@@ -1,0 +1,44 @@
+"""Prometheus metrics of one app instance (its own registry, so several apps can live in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "nnsql_requests",
+            "Inference requests",
+            ["model", "version", "protocol", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "nnsql_request_seconds",
+            "Request latency",
+            ["protocol"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_rows = Histogram(
+            "nnsql_batch_rows",
+            "Rows per session.run",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "nnsql_queue_depth", "Requests waiting for a batch", ["model"], registry=self.registry
+        )
+
+    def observe_batch(self, model: str, rows: int) -> None:
+        self.batch_rows.labels(model).observe(rows)
+
+    def render(self, depths: dict[str, int]) -> bytes:
+        for model, depth in depths.items():
+            self.queue_depth.labels(model).set(depth)
+        return generate_latest(self.registry)

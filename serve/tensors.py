@@ -1,0 +1,202 @@
+"""Tensors in and out of HTTP: KServe V2 / Open Inference Protocol (JSON and the binary tensor data
+extension) and TF Serving REST (row and columnar formats). Validation errors name the tensor and say
+expected versus received."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from serve.errors import bad_request
+from serve.repository import LoadedModel
+
+V2_DATATYPES: dict[str, np.dtype] = {
+    "BOOL": np.dtype("bool"),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+}
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+
+def _reject_constant(name: str) -> float:
+    raise bad_request(f"{name} is not a number: NaN and Infinity are rejected")
+
+
+def load_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise bad_request(
+            f"the body is not valid JSON: {error.msg if hasattr(error, 'msg') else error}"
+        ) from None
+
+
+def check_finite(name: str, values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+        raise bad_request(f"input {name!r} holds NaN or infinite values")
+    return values
+
+
+def expected_shape(spec: dict, rows: int) -> list[int]:
+    return [rows, *spec["shape"][1:]]
+
+
+def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndarray:
+    try:
+        values = np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError):
+        raise bad_request(f"input {name!r}: data must be numbers of the declared datatype") from None
+    if values.size != int(np.prod(shape)):
+        raise bad_request(
+            f"input {name!r}: shape {shape} needs {int(np.prod(shape))} values, received {values.size}"
+        )
+    return values.reshape(shape)
+
+
+def check_v2_shape(name: str, spec: dict, shape: Any) -> list[int]:
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise bad_request(f"input {name!r}: shape must be a list of non-negative integers")
+    if len(shape) != len(spec["shape"]) or shape[1:] != spec["shape"][1:] or shape[0] < 1:
+        raise bad_request(f"input {name!r}: expected shape {['N', *spec['shape'][1:]]}, received {shape}")
+    return shape
+
+
+def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[str, np.ndarray]:
+    tensors = request.get("inputs")
+    if not isinstance(tensors, list) or not tensors:
+        raise bad_request("'inputs' must be a non-empty list of tensors")
+    feeds: dict[str, np.ndarray] = {}
+    offset = 0
+    for tensor in tensors:
+        if not isinstance(tensor, dict) or not {"name", "shape", "datatype"} <= tensor.keys():
+            raise bad_request("every input needs 'name', 'shape' and 'datatype'")
+        name = tensor["name"]
+        spec = next((s for s in model.inputs if s["name"] == name), None)
+        if spec is None:
+            raise bad_request(
+                f"model {model.name} has no input {name!r}; inputs: {[s['name'] for s in model.inputs]}"
+            )
+        if tensor["datatype"] != spec["datatype"]:
+            raise bad_request(
+                f"input {name!r}: expected datatype {spec['datatype']}, received {tensor['datatype']}"
+            )
+        shape = check_v2_shape(name, spec, tensor["shape"])
+        dtype = V2_DATATYPES[spec["datatype"]]
+        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                raise bad_request(f"input {name!r}: binary_data_size {size} exceeds the binary data sent")
+            values = to_array(name, np.frombuffer(binary[offset : offset + size], dtype=dtype), dtype, shape)
+            offset += size
+        elif "data" in tensor:
+            values = to_array(name, tensor["data"], dtype, shape)
+        else:
+            raise bad_request(f"input {name!r}: give 'data' or parameters.binary_data_size")
+        feeds[name] = check_finite(name, values)
+    missing = [s["name"] for s in model.inputs if s["name"] not in feeds]
+    if missing:
+        raise bad_request(f"missing input(s) {missing}")
+    rows = {len(v) for v in feeds.values()}
+    if len(rows) > 1:
+        raise bad_request(f"inputs disagree on the batch size: {sorted(rows)}")
+    return feeds
+
+
+def split_v2_request(body: bytes, header_length: str | None) -> tuple[dict, bytes]:
+    """The JSON part and the binary part of a V2 request body."""
+    if header_length is None:
+        request = load_json(body)
+        binary = b""
+    else:
+        if not header_length.isdigit() or int(header_length) > len(body):
+            raise bad_request(
+                f"{HEADER_LENGTH} must be the byte length of the JSON part, received {header_length!r}"
+            )
+        request = load_json(body[: int(header_length)])
+        binary = body[int(header_length) :]
+    if not isinstance(request, dict):
+        raise bad_request("the request must be a JSON object")
+    return request, binary
+
+
+def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool]]:
+    """(output name, as binary) pairs, in the order the client asked (all outputs by default)."""
+    everything_binary = bool((request.get("parameters") or {}).get("binary_data_output", False))
+    asked = request.get("outputs")
+    names = [spec["name"] for spec in model.outputs]
+    if not asked:
+        return [(name, everything_binary) for name in names]
+    result = []
+    for output in asked:
+        name = output.get("name") if isinstance(output, dict) else None
+        if name not in names:
+            raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
+        binary = (output.get("parameters") or {}).get("binary_data", everything_binary)
+        result.append((name, bool(binary)))
+    return result
+
+
+def encode_v2_response(
+    model: LoadedModel, request: dict, outputs: dict[str, np.ndarray]
+) -> tuple[dict, bytes]:
+    tensors, chunks = [], []
+    for name, as_binary in requested_outputs(request, model):
+        values = np.ascontiguousarray(outputs[name], dtype=np.float32)
+        tensor: dict[str, Any] = {"name": name, "datatype": "FP32", "shape": list(values.shape)}
+        if as_binary:
+            raw = values.astype("<f4").tobytes()
+            tensor["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            tensor["data"] = values.ravel().tolist()
+        tensors.append(tensor)
+    response = {"model_name": model.name, "model_version": str(model.version), "outputs": tensors}
+    if "id" in request:
+        response["id"] = request["id"]
+    return response, b"".join(chunks)
+
+
+def decode_tfserving(request: dict, model: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
+    """Feeds and the format ('row' for instances, 'columnar' for inputs)."""
+    names = [s["name"] for s in model.inputs]
+    if "instances" in request:
+        instances = request["instances"]
+        if not isinstance(instances, list) or not instances:
+            raise bad_request("'instances' must be a non-empty list")
+        if all(isinstance(i, dict) for i in instances):
+            columns = {n: [i.get(n) for i in instances] for n in names}
+        elif len(names) == 1:
+            columns = {names[0]: instances}
+        else:
+            raise bad_request(f"this model has inputs {names}: send each instance as an object")
+        form = "row"
+    elif "inputs" in request:
+        given = request["inputs"]
+        columns = given if isinstance(given, dict) else {names[0]: given} if len(names) == 1 else None
+        if columns is None:
+            raise bad_request(f"this model has inputs {names}: send 'inputs' as an object")
+        form = "columnar"
+    else:
+        raise bad_request("send 'instances' (row format) or 'inputs' (columnar format)")
+    feeds = {}
+    for name in names:
+        if columns.get(name) is None:
+            raise bad_request(f"missing input {name!r}")
+        spec = model.input_spec(name)
+        rows = len(columns[name]) if isinstance(columns[name], list) else 0
+        if rows < 1:
+            raise bad_request(f"input {name!r}: expected a list of rows")
+        dtype = V2_DATATYPES[spec["datatype"]]
+        feeds[name] = check_finite(name, to_array(name, columns[name], dtype, expected_shape(spec, rows)))
+    return feeds, form

@@ -1,0 +1,80 @@
+"""TF Serving REST routes: /v1/models/{name}[/versions/{v}][:predict | /metadata]."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, Response, jsonify
+
+from serve.app import infer, read_body, repository, require_json
+from serve.errors import bad_request, not_found
+from serve.tensors import decode_tfserving, load_json
+
+blueprint = Blueprint("tfserving", __name__)
+SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|/metadata)?")
+
+
+def parse(spec: str) -> tuple[str, str | None, str]:
+    match = SPEC.fullmatch(spec)
+    if not match:
+        raise not_found(f"no route /v1/models/{spec}")
+    return match["name"], match["version"], match["suffix"] or ""
+
+
+@blueprint.get("/v1/models/<path:spec>")
+def status_or_metadata(spec: str) -> Response:
+    name, version, suffix = parse(spec)
+    model = repository().get(name, version)
+    if suffix == "/metadata":
+        signature = {
+            "inputs": {
+                s["name"]: {
+                    "dtype": "DT_FLOAT",
+                    "tensor_shape": {"dim": [{"size": str(d)} for d in s["shape"]]},
+                    "name": s["name"],
+                }
+                for s in model.inputs
+            },
+            "outputs": {
+                s["name"]: {
+                    "dtype": "DT_FLOAT",
+                    "tensor_shape": {"dim": [{"size": str(d)} for d in s["shape"]]},
+                    "name": s["name"],
+                }
+                for s in model.outputs
+            },
+            "method_name": "tensorflow/serving/predict",
+        }
+        return jsonify(
+            model_spec={"name": name, "signature_name": "", "version": str(model.version)},
+            metadata={"signature_def": {"signature_def": {"serving_default": signature}}},
+        )
+    if suffix:
+        raise not_found(f"use POST for /v1/models/{spec}")
+    versions = [model.version] if version else sorted(repository().models.get(name, {}), reverse=True)
+    return jsonify(
+        model_version_status=[
+            {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+            for v in versions
+        ]
+    )
+
+
+@blueprint.post("/v1/models/<path:spec>")
+def predict(spec: str) -> Response:
+    name, version, suffix = parse(spec)
+    if suffix != ":predict":
+        raise not_found(f"no route POST /v1/models/{spec}: use :predict")
+    model = repository().get(name, version)
+    require_json()
+    body = load_json(read_body(model))
+    if not isinstance(body, dict):
+        raise bad_request("the request must be a JSON object")
+    feeds, form = decode_tfserving(body, model)
+    outputs = infer(model, feeds, "tfserving")
+    values = (
+        outputs[model.outputs[0]["name"]].tolist()
+        if len(outputs) == 1
+        else {k: v.tolist() for k, v in outputs.items()}
+    )
+    return jsonify(predictions=values) if form == "row" else jsonify(outputs=values)

@@ -1,0 +1,85 @@
+"""KServe V2 / Open Inference Protocol REST routes, with the binary tensor data extension."""
+
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response, jsonify, request
+
+from serve.app import infer, read_body, repository
+from serve.errors import ScoringError
+from serve.repository import LoadedModel
+from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
+
+blueprint = Blueprint("v2", __name__)
+SERVER = {"name": "nnsql-serve", "version": "0.1.0", "extensions": ["binary_tensor_data"]}
+
+
+@blueprint.get("/v2/health/live")
+def live() -> Response:
+    return jsonify(live=True)
+
+
+@blueprint.get("/v2/health/ready")
+def ready() -> tuple[Response, int]:
+    is_ready = repository().ready
+    return jsonify(ready=is_ready), 200 if is_ready else 503
+
+
+@blueprint.get("/v2")
+def server_metadata() -> Response:
+    return jsonify(SERVER)
+
+
+def model_metadata(model: LoadedModel) -> dict:
+    versions = sorted(repository().models.get(model.name, {}))
+    return {
+        "name": model.name,
+        "versions": [str(v) for v in versions],
+        "platform": "onnxruntime_onnx",
+        "inputs": model.inputs,
+        "outputs": model.outputs,
+        "parameters": {
+            "classes": model.classes,
+            "version": str(model.version),
+            "sha256": model.metadata.get("sha256"),
+        },
+    }
+
+
+@blueprint.get("/v2/models/<name>")
+@blueprint.get("/v2/models/<name>/versions/<version>")
+def metadata(name: str, version: str | None = None) -> Response:
+    return jsonify(model_metadata(repository().get(name, version)))
+
+
+@blueprint.get("/v2/models/<name>/ready")
+@blueprint.get("/v2/models/<name>/versions/<version>/ready")
+def model_ready(name: str, version: str | None = None) -> Response:
+    repository().get(name, version)
+    return jsonify(name=name, ready=True)
+
+
+@blueprint.post("/v2/models/<name>/infer")
+@blueprint.post("/v2/models/<name>/versions/<version>/infer")
+def infer_v2(name: str, version: str | None = None) -> Response:
+    if not repository().ready:
+        raise ScoringError("the server is not ready yet", 503)
+    model = repository().get(name, version)
+    header_length = request.headers.get(HEADER_LENGTH)
+    kind = (request.mimetype or "").lower()
+    if header_length is None and kind not in ("application/json", ""):
+        raise ScoringError(
+            f"unsupported Content-Type {kind!r}: send application/json, or application/octet-stream "
+            f"with {HEADER_LENGTH}",
+            415,
+        )
+    body, binary = split_v2_request(read_body(model), header_length)
+    outputs = infer(model, decode_v2_inputs(body, binary, model), "v2")
+    document, raw = encode_v2_response(model, body, outputs)
+    if not raw:
+        return jsonify(document)
+    header = json.dumps(document).encode()
+    response = Response(header + raw, mimetype="application/octet-stream")
+    response.headers[HEADER_LENGTH] = str(len(header))
+    return response

@@ -1,0 +1,64 @@
+"""The page a person can use (draw a digit, see the probabilities), /score, /metrics, /openapi.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from flask import Blueprint, Response, jsonify, request, send_from_directory
+
+from serve.app import infer, metrics, read_body, repository, require_json
+from serve.errors import bad_request
+from serve.openapi import document
+from serve.tensors import check_finite, load_json, to_array
+
+blueprint = Blueprint("web", __name__)
+STATIC = Path(__file__).parent / "static"
+
+
+@blueprint.get("/")
+def page() -> Response:
+    return send_from_directory(STATIC, "index.html")
+
+
+@blueprint.post("/score")
+def score() -> Response:
+    """{"features": [...]} (one row) → class index, label and probabilities; ?model=NAME&version=V."""
+    name = request.args.get("model")
+    model = repository().get(name, request.args.get("version")) if name else repository().default()
+    require_json()
+    body = load_json(read_body(model))
+    if not isinstance(body, dict) or "features" not in body:
+        raise bad_request('send {"features": [...]} with one row of values')
+    spec = model.inputs[0]
+    if len(model.inputs) != 1:
+        raise bad_request(f"/score serves single-input models; {model.name} has {len(model.inputs)} inputs")
+    values = check_finite(
+        spec["name"], to_array(spec["name"], body["features"], np.dtype("<f4"), [1, *spec["shape"][1:]])
+    )
+    probabilities = infer(model, {spec["name"]: values}, "score")[model.outputs[0]["name"]][0]
+    best = int(np.argmax(probabilities))
+    classes = model.classes or [str(i) for i in range(len(probabilities))]
+    return jsonify(
+        model=model.name,
+        version=model.version,
+        **{"class": best},
+        label=classes[best],
+        probabilities=[round(float(p), 7) for p in probabilities],
+        classes=classes,
+    )
+
+
+@blueprint.get("/metrics")
+def prometheus() -> Response:
+    depths = {
+        f"{name}/{number}": model.batcher.depth() if model.batcher else 0
+        for name, versions in repository().models.items()
+        for number, model in versions.items()
+    }
+    return Response(metrics().render(depths), mimetype="text/plain; version=0.0.4")
+
+
+@blueprint.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(document())
