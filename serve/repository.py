@@ -169,6 +169,10 @@ class ModelRepository:
         return versions[int(version)]
 
     def default(self) -> LoadedModel:
+        """For /score without ?model=: 'mnist' if loaded, else the first model taking one 784-value row."""
         if not self.models:
             raise not_found("no model is loaded")
-        return self.get(sorted(self.models)[0])
+        latest = [self.get(name) for name in sorted(self.models)]
+        image_models = [m for m in latest if len(m.inputs) == 1 and m.row_size() == 784]
+        named = [m for m in latest if m.name == "mnist"]
+        return (named or image_models or latest)[0]
