@@ -20,7 +20,7 @@ from serve.repository import LoadedModel, ModelRepository
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",
     "MAX_BATCH_SIZE": 32,
-    "MAX_BATCH_DELAY_MS": 2.0,
+    "MAX_BATCH_DELAY_MS": 0.0,
     "POLL_SECONDS": 1.0,
     "MAX_REQUEST_ROWS": 1024,
     "API_KEY_FILE": None,
