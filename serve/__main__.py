@@ -42,7 +42,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=16, help="threads per worker")
     parser.add_argument("--max-batch-size", type=int, default=32, help="rows merged into one session.run")
     parser.add_argument(
-        "--max-batch-delay-ms", type=float, default=2.0, help="wait for more rows at most this long"
+        "--max-batch-delay-ms",
+        type=float,
+        default=0.0,
+        help="wait this long for more rows (default 0: merge what is already queued)",
     )
     parser.add_argument("--max-request-rows", type=int, default=1024, help="rows per request (413 above)")
     parser.add_argument(
