@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 from train import data as datasets
-from train.distributed import is_chief, make_strategy
+from train.distributed import is_chief, make_strategy, train_loop
 
 DEFAULT_EPOCHS = {"mnist": 20, "fashion-mnist": 30, "digits": 150}
 HIDDEN_UNITS = 100
@@ -32,14 +33,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--dataset", choices=datasets.DATASETS, default="mnist")
     parser.add_argument("--data-dir", help="directory with mnist.npz or the IDX .gz files")
-    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=os.environ.get("NNSQL_OUTPUT_DIR"),
+        help="output directory (default: NNSQL_OUTPUT_DIR, set by python -m train.spawn)",
+    )
     parser.add_argument("--epochs", type=int, help="default: 20 mnist, 30 fashion-mnist, 150 digits")
     parser.add_argument("--batch-size", type=int, default=128, help="per worker (default 128)")
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam, per worker")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backup-dir", help="BackupAndRestore directory (resume after a failure)")
+    parser.add_argument(
+        "--backup-dir",
+        default=os.environ.get("NNSQL_BACKUP_DIR"),
+        help="BackupAndRestore directory, to resume after a failure (default: NNSQL_BACKUP_DIR)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-epoch lines")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.out is None:
+        parser.error("--out is required (or NNSQL_OUTPUT_DIR)")
+    return args
 
 
 def build_model(n_features: int, n_classes: int, learning_rate: float):
@@ -59,6 +72,16 @@ def build_model(n_features: int, n_classes: int, learning_rate: float):
         metrics=["accuracy"],
     )
     return model
+
+
+def test_accuracy(model, x, y) -> float:
+    """Plain forward passes (no strategy involved), in batches."""
+    import numpy as np
+
+    predictions = np.concatenate(
+        [np.asarray(model(x[i : i + 2048], training=False)) for i in range(0, len(x), 2048)]
+    )
+    return float((predictions.argmax(1) == y).mean())
 
 
 def library_versions() -> dict[str, str]:
@@ -102,17 +125,21 @@ def train(args: argparse.Namespace) -> dict:
         .batch(global_batch)
         .prefetch(tf.data.AUTOTUNE)
     )
-    test_ds = tf.data.Dataset.from_tensor_slices((dataset.x_test, dataset.y_test)).batch(1024)
     with strategy.scope():
         model = build_model(dataset.n_features, len(dataset.classes), args.learning_rate * workers)
-    callbacks = []
-    if args.backup_dir:
-        callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
-    verbose = 0 if args.quiet or not is_chief() else 2
     started = time.perf_counter()
-    model.fit(train_ds, epochs=epochs, callbacks=callbacks, verbose=verbose, shuffle=False)
+    resumed_from = train_loop(
+        strategy,
+        model,
+        model.optimizer,
+        train_ds,
+        epochs=epochs,
+        global_batch=global_batch,
+        backup_dir=args.backup_dir,
+        verbose=not args.quiet,
+    )
     train_seconds = time.perf_counter() - started
-    _, accuracy = model.evaluate(test_ds, verbose=0)
+    accuracy = test_accuracy(model, dataset.x_test, dataset.y_test)
     metadata = {
         "model": "mnist_mlp",
         "inputs": [
@@ -126,6 +153,7 @@ def train(args: argparse.Namespace) -> dict:
         "epochs": epochs,
         "batch_size_per_worker": args.batch_size,
         "workers": workers,
+        "resumed_from_epoch": resumed_from,
         "versions": library_versions(),
     }
     write_outputs(model, args.out, metadata)

@@ -1,0 +1,213 @@
+"""train.spawn for real: local workers, fault recovery, manifests, pre-flight, subcommands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from train.spawn import __main__ as spawn
+from train.spawn import manifests, preflight
+from train.spawn.backend import RunSpec, read_record
+from train.spawn.control import Settings, run_job
+from train.spawn.local import LocalBackend
+
+MNIST = REPO / "train" / "mnist.py"
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    monkeypatch.chdir(REPO)
+    return tmp_path / "runs"
+
+
+@pytest.mark.slow
+def test_two_local_workers_match_one_worker(runs, digits_model):
+    assert spawn.main(["-w", "2", str(MNIST), "--", "--dataset", "digits", "--quiet"]) == 0
+    (run_dir,) = runs.iterdir()
+    record = read_record(run_dir)
+    metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
+    one_worker = json.loads((digits_model.parent / "metadata.json").read_text())["test_accuracy"]
+    assert record["state"] == "succeeded" and metadata["workers"] == 2
+    assert metadata["test_accuracy"] >= one_worker - 0.01
+    assert (run_dir / "model" / "model.keras").exists()
+    from export.keras_frontend import load_model, to_ir
+
+    assert len(to_ir(load_model(run_dir / "model" / "model.keras"), target="duckdb").nodes) == 2
+
+
+@pytest.mark.slow
+def test_killed_worker_restarts_group_from_the_backup(runs, tmp_path):
+    run_dir = runs / "fault"
+    run_dir.mkdir(parents=True)
+    shared = run_dir / "shared"
+    env = {"NNSQL_OUTPUT_DIR": str(shared / "output"), "NNSQL_BACKUP_DIR": str(shared / "backup")}
+    spec = RunSpec("fault", MNIST, ("--dataset", "digits", "--epochs", "120"), 2, run_dir, str(shared), env)
+    backend = LocalBackend()
+
+    def kill_worker_one_mid_training() -> None:
+        log = run_dir / "attempt-0" / "worker-0.log"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and "epoch 30/120" in log.read_text():
+                pids = json.loads((run_dir / "workers.json").read_text())["pids"]
+                os.killpg(pids["1"], signal.SIGKILL)
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_worker_one_mid_training)
+    killer.start()
+    result = run_job(backend, spec, Settings(max_restarts=2, poll_seconds=0.2), print)
+    killer.join()
+    assert result.attempts == 2
+    second = (run_dir / "attempt-1" / "worker-0.log").read_text()
+    started = int(second.split("training starts at epoch ")[1].split()[0])
+    assert started > 30, "the restarted group did not resume from the backup"
+    metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
+    assert metadata["resumed_from_epoch"] == started - 1 and metadata["test_accuracy"] >= 0.9
+
+
+@pytest.mark.parametrize(("workers", "gpus"), [(1, 0), (2, 0), (8, 0), (2, 1), (8, 4)])
+def test_manifests_are_schema_valid(workers, gpus):
+    options = manifests.ClusterOptions(
+        namespace="physics",
+        gpus=gpus,
+        node_selector={"pool": "gpu"} if gpus else {},
+        env_file_data={"A": "b"},
+    )
+    documents = manifests.all_manifests("run-x", MNIST, workers, ("--dataset", "digits"), options)
+    for document in documents:
+        kubernetes_validate.validate(document, "1.37.0", strict=True)
+    job = documents[-1]["spec"]
+    assert job["completionMode"] == "Indexed" and job["completions"] == job["parallelism"] == workers
+    assert (
+        job["podReplacementPolicy"] == "Failed" and "backoffLimit" in job and "ttlSecondsAfterFinished" in job
+    )
+    assert (
+        documents[2]["spec"]["publishNotReadyAddresses"] is True
+        and documents[2]["spec"]["clusterIP"] == "None"
+    )
+    container = job["template"]["spec"]["containers"][0]
+    assert {"secretRef": {"name": "run-x-env"}} in container["envFrom"]
+    assert not any(e["name"] == "A" for e in container["env"])  # secrets never as plain env
+    assert ("nvidia.com/gpu" in container["resources"]["limits"]) == bool(gpus)
+
+
+def test_bootstrap_builds_tf_config_from_the_completion_index(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "bootstrap.py").write_text(manifests.BOOTSTRAP)
+    (tmp_path / "train.py").write_text(
+        "import os; print(os.environ['TF_CONFIG']); print(os.environ['WORKER_NUMBER'])"
+    )
+    env = {
+        **os.environ,
+        "TOT_WORKERS": "3",
+        "JOB_COMPLETION_INDEX": "2",
+        "NNSQL_JOB": "r-a0",
+        "NNSQL_SERVICE": "r-workers",
+        "NNSQL_PORT": "2222",
+    }
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "bootstrap.py")], env=env, capture_output=True, text=True
+    )
+    config, number = out.stdout.strip().splitlines()
+    assert json.loads(config) == {
+        "cluster": {"worker": ["r-a0-0.r-workers:2222", "r-a0-1.r-workers:2222", "r-a0-2.r-workers:2222"]},
+        "task": {"type": "worker", "index": 2},
+    }
+    assert number == "2"
+
+
+def test_overlay_is_deep_merged(tmp_path):
+    overlay = {"spec": {"template": {"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}}}
+    job = manifests.job("r", 0, 2, (), manifests.ClusterOptions(overlay=overlay))
+    assert job["spec"]["template"]["spec"]["tolerations"][0]["key"] == "gpu"
+    assert job["spec"]["template"]["spec"]["containers"][0]["name"] == "worker"
+    kubernetes_validate.validate(job, "1.37.0", strict=True)
+
+
+def test_dry_run_prints_yaml_without_a_cluster(runs, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    env_file = tmp_path / "secrets.env"
+    env_file.write_text("# credentials\nAWS_ACCESS_KEY_ID=abc\nAWS_SECRET_ACCESS_KEY='xyz'\n")
+    args = ["--backend", "kubernetes", "-w", "4", "--dry-run", "--env-file", str(env_file), str(MNIST)]
+    assert spawn.main(args) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in documents] == ["ConfigMap", "Secret", "Service", "Job"]
+    assert documents[1]["stringData"] == {"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "xyz"}
+    assert not runs.exists()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "script.py"
+    path.write_text(text)
+    return path
+
+
+def test_preflight_errors_and_warnings(tmp_path):
+    broken = preflight.check(write(tmp_path, "def f(:\n"))
+    assert broken.errors and "does not compile" in broken.errors[0]
+    early = preflight.check(
+        write(
+            tmp_path,
+            "import keras, tensorflow as tf\nm = keras.Sequential([])\n"
+            "s = tf.distribute.MultiWorkerMirroredStrategy()\n",
+        )
+    )
+    assert any("builds the model before the strategy" in e for e in early.errors)
+    alone = preflight.check(write(tmp_path, "import keras\nkeras.Sequential([])\n"))
+    assert any("creates no MultiWorkerMirroredStrategy" in e for e in alone.errors)
+    careless = preflight.check(
+        write(
+            tmp_path,
+            "import tensorflow as tf, keras\n"
+            "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
+            "with s.scope():\n    m = keras.Sequential([])\nm.save('m.keras')\n",
+        )
+    )
+    assert not careless.errors
+    assert any("BackupAndRestore" in w for w in careless.warnings)
+    assert any("every worker saves" in w for w in careless.warnings)
+    assert preflight.check(MNIST).errors == []
+
+
+def test_preflight_failure_stops_before_any_worker(runs, tmp_path, capsys):
+    assert spawn.main(["-w", "2", str(write(tmp_path, "x = (\n"))]) == 2
+    assert "does not compile" in capsys.readouterr().err and not runs.exists()
+
+
+def test_status_logs_and_delete(runs, capsys):
+    run = runs / "r1"
+    (run / "attempt-0").mkdir(parents=True)
+    (run / "run.json").write_text(
+        json.dumps({"run_id": "r1", "backend": "local", "state": "succeeded", "attempt": 1})
+    )
+    (run / "attempt-0" / "worker-1.log").write_text("hello from worker 1\n")
+    assert spawn.main(["status", "r1"]) == 0 and "state: succeeded" in capsys.readouterr().out
+    assert (
+        spawn.main(["logs", "r1", "--worker", "1"]) == 0 and "hello from worker 1" in capsys.readouterr().out
+    )
+    assert spawn.main(["delete", "r1"]) == 0 and not run.exists()
+    assert spawn.main(["status", "r1"]) == 2
+
+
+@pytest.mark.k8s
+@pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="needs KUBECONFIG pointing at a cluster")
+def test_two_workers_on_kubernetes(runs):
+    image = os.environ.get("NNSQL_TEST_IMAGE", manifests.ClusterOptions.image)
+    script = REPO / "tests" / "train" / "k8s_smoke.py"
+    assert (
+        spawn.main(["--backend", "kubernetes", "-w", "2", "--image", image, "--cpu", "500m", str(script)])
+        == 0
+    )

@@ -1,0 +1,74 @@
+"""The small interface both backends implement; the job-control logic (control.py) is written once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+class Phase(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run: the same for every backend."""
+
+    run_id: str
+    script: Path
+    args: tuple[str, ...]
+    workers: int
+    run_dir: Path  # runs/<run-id>/ on this machine: logs, timing, the collected model
+    shared_dir: str  # where every worker sees the same files (BackupAndRestore, outputs)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    index: int
+    phase: Phase
+    detail: str = ""
+
+
+class Backend(Protocol):
+    name: str
+
+    def start(self, spec: RunSpec, attempt: int) -> None:
+        """Start all N workers of one attempt."""
+
+    def status(self, spec: RunSpec) -> list[WorkerStatus]:
+        """One entry per worker of the current attempt."""
+
+    def logs(self, spec: RunSpec, index: int) -> str:
+        """Everything worker `index` printed in the current attempt."""
+
+    def stop(self, spec: RunSpec) -> None:
+        """Stop every worker of the current attempt (idempotent)."""
+
+    def collect(self, spec: RunSpec) -> Path | None:
+        """Copy the chief's outputs into spec.run_dir; returns the model path when there is one."""
+
+    def events(self, spec: RunSpec) -> str:
+        """Why workers are not running (scheduling events), for a timeout message."""
+
+
+def write_record(run_dir: Path, **fields: object) -> None:
+    """Merge fields into runs/<id>/run.json (backend, workers, state, timing...)."""
+    path = run_dir / "run.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record.update({k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in fields.items()})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+
+
+def read_record(run_dir: Path) -> dict:
+    path = run_dir / "run.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no run at {run_dir}")
+    return json.loads(path.read_text())

@@ -1,0 +1,208 @@
+"""Kubernetes manifests for one run, as plain dicts (validated against the schema in the tests).
+
+One ConfigMap (the script and a bootstrap), one Secret (from --env-file; never plaintext pod env), one
+headless Service (stable DNS for every worker, publishNotReadyAddresses so workers find each other before
+they are ready), one Indexed Job (completionMode Indexed, parallelism = completions = N). Every pod builds
+TF_CONFIG from its completion index and the stable names <job>-<index>.<service>.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PORT = 2222
+SCRIPT_DIR = "/nnsql/script"
+SHARED_DIR = "/nnsql/shared"
+BOOTSTRAP = """\
+import json, os, sys
+n = int(os.environ["TOT_WORKERS"])
+index = int(os.environ["JOB_COMPLETION_INDEX"])
+job, service, port = os.environ["NNSQL_JOB"], os.environ["NNSQL_SERVICE"], os.environ["NNSQL_PORT"]
+workers = [f"{job}-{i}.{service}:{port}" for i in range(n)]
+config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+os.environ["TF_CONFIG"] = json.dumps(config)
+os.environ["WORKER_NUMBER"] = str(index)
+script = os.path.join(os.path.dirname(__file__), "train.py")
+os.execvp(sys.executable, [sys.executable, script, *sys.argv[1:]])
+"""
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    namespace: str = "default"
+    image: str = "tensorflow/tensorflow:2.21.0"
+    cpu: str = "2"
+    memory: str = "4Gi"
+    gpus: int = 0
+    node_selector: dict[str, str] = field(default_factory=dict)
+    pvc: str | None = None  # a ReadWriteMany claim for BackupAndRestore and outputs
+    env_file_data: dict[str, str] = field(default_factory=dict)
+    ttl_seconds: int = 3600
+    overlay: dict[str, Any] = field(default_factory=dict)  # deep-merged into the Job
+
+
+def names(run_id: str, attempt: int) -> dict[str, str]:
+    return {
+        "config": f"{run_id}-script",
+        "secret": f"{run_id}-env",
+        "service": f"{run_id}-workers",
+        "job": f"{run_id}-a{attempt}",
+    }
+
+
+def labels(run_id: str) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "nnsql-spawn", "nnsql.io/run": run_id}
+
+
+def deep_merge(base: dict, overlay: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def config_map(run_id: str, script: Path, options: ClusterOptions) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names(run_id, 0)["config"],
+            "namespace": options.namespace,
+            "labels": labels(run_id),
+        },
+        "data": {"train.py": script.read_text(), "bootstrap.py": BOOTSTRAP},
+    }
+
+
+def secret(run_id: str, options: ClusterOptions) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": names(run_id, 0)["secret"],
+            "namespace": options.namespace,
+            "labels": labels(run_id),
+        },
+        "stringData": dict(options.env_file_data),
+    }
+
+
+def service(run_id: str, options: ClusterOptions) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names(run_id, 0)["service"],
+            "namespace": options.namespace,
+            "labels": labels(run_id),
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": labels(run_id),
+            "ports": [{"name": "grpc", "port": PORT, "targetPort": PORT}],
+        },
+    }
+
+
+def container(
+    run_id: str, attempt: int, workers: int, args: tuple[str, ...], options: ClusterOptions
+) -> dict:
+    resources: dict[str, dict[str, str]] = {
+        "requests": {"cpu": options.cpu, "memory": options.memory},
+        "limits": {"memory": options.memory},
+    }
+    if options.gpus:
+        resources["limits"]["nvidia.com/gpu"] = str(options.gpus)
+    env = [
+        {"name": "TOT_WORKERS", "value": str(workers)},
+        {"name": "NNSQL_JOB", "value": names(run_id, attempt)["job"]},
+        {"name": "NNSQL_SERVICE", "value": names(run_id, attempt)["service"]},
+        {"name": "NNSQL_PORT", "value": str(PORT)},
+        {"name": "NNSQL_OUTPUT_DIR", "value": f"{SHARED_DIR}/output"},
+        {"name": "NNSQL_BACKUP_DIR", "value": f"{SHARED_DIR}/backup"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    return {
+        "name": "worker",
+        "image": options.image,
+        "command": ["python", f"{SCRIPT_DIR}/bootstrap.py", *args],
+        "env": env,
+        "envFrom": [{"secretRef": {"name": names(run_id, 0)["secret"]}}],
+        "ports": [{"name": "grpc", "containerPort": PORT}],
+        "resources": resources,
+        "volumeMounts": [
+            {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+            {"name": "shared", "mountPath": SHARED_DIR},
+        ],
+    }
+
+
+def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options: ClusterOptions) -> dict:
+    shared = (
+        {"name": "shared", "persistentVolumeClaim": {"claimName": options.pvc}}
+        if options.pvc
+        else {"name": "shared", "emptyDir": {}}
+    )
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",  # a failed worker fails the attempt; spawn restarts the whole group
+        "subdomain": names(run_id, attempt)["service"],
+        "containers": [container(run_id, attempt, workers, args, options)],
+        "volumes": [{"name": "script", "configMap": {"name": names(run_id, 0)["config"]}}, shared],
+    }
+    if options.node_selector:
+        pod_spec["nodeSelector"] = dict(options.node_selector)
+    manifest = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": names(run_id, attempt)["job"],
+            "namespace": options.namespace,
+            "labels": {**labels(run_id), "nnsql.io/attempt": str(attempt)},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": workers,
+            "parallelism": workers,
+            "backoffLimit": 0,
+            "podReplacementPolicy": "Failed",
+            "ttlSecondsAfterFinished": options.ttl_seconds,
+            "template": {
+                "metadata": {"labels": {**labels(run_id), "nnsql.io/attempt": str(attempt)}},
+                "spec": pod_spec,
+            },
+        },
+    }
+    return deep_merge(manifest, options.overlay)
+
+
+def all_manifests(
+    run_id: str, script: Path, workers: int, args: tuple[str, ...], options: ClusterOptions
+) -> list[dict]:
+    return [
+        config_map(run_id, script, options),
+        secret(run_id, options),
+        service(run_id, options),
+        job(run_id, 0, workers, args, options),
+    ]
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines (comments and blank lines ignored) for the run's Secret."""
+    values = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        key, separator, value = text.partition("=")
+        if not separator or not key.strip().replace("_", "").isalnum():
+            raise ValueError(f"{path}:{number}: expected KEY=VALUE")
+        values[key.strip()] = value.strip().strip('"').strip("'")
+    return values
