@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 
@@ -48,6 +49,9 @@ def train_loop(
     global_batch: int,
     backup_dir: str | None = None,
     verbose: bool = True,
+    loss: Any = None,
+    learning_rate: Callable[[int], float] | None = None,
+    summary_writer: Any = None,
 ) -> int:
     """Train with strategy.run in a tf.function: works for one process and for MultiWorkerMirroredStrategy
     (Keras 3's fit does not support the latter). With `backup_dir` it behaves like BackupAndRestore: it
@@ -58,7 +62,7 @@ def train_loop(
     import tensorflow as tf
 
     with strategy.scope():
-        loss_object = keras.losses.SparseCategoricalCrossentropy(reduction="none")
+        loss_object = loss or keras.losses.SparseCategoricalCrossentropy(reduction="none")
         epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_var)
     manager = None
@@ -87,6 +91,8 @@ def train_loop(
     if verbose and is_chief():
         print(f"training starts at epoch {first + 1} of {epochs}", flush=True)
     for epoch in range(first, epochs):
+        if learning_rate is not None:
+            optimizer.learning_rate.assign(learning_rate(epoch))
         started, total, steps = time.perf_counter(), 0.0, 0
         for batch in distributed:
             total += float(train_step(batch))
@@ -94,6 +100,9 @@ def train_loop(
         epoch_var.assign(epoch + 1)
         if manager is not None:
             manager.save()
+        if summary_writer is not None:
+            with summary_writer.as_default():
+                tf.summary.scalar("loss", total / max(steps, 1), step=epoch + 1)
         if verbose and is_chief():
             print(
                 f"epoch {epoch + 1}/{epochs} - loss {total / max(steps, 1):.4f} - "

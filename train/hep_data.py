@@ -1,0 +1,117 @@
+"""Synthetic but learnable HEP events as TFRecords with CERN's Inclusive Classifier schema, and the
+tf.data pipeline that reads them.
+
+Schema (one tf.train.Example per event):
+    GRU_input      float, 801 × 19 particles × features (zero-padded: the model masks zeros)
+    HLF_input      float, 14 high-level features
+    encoded_label  float, 3 (one-hot: W+jets, QCD, ttbar)
+
+The classes differ in particle multiplicity, in the momentum-like features and in a few high-level
+features, with noise, so a GRU + dense network learns them but not trivially.
+
+    python -m train.hep_data --out data/hep --events 20000 --files 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+PARTICLES, PARTICLE_FEATURES, HLF_FEATURES, CLASSES = 801, 19, 14, 3
+CLASS_NAMES = ("W+jets", "QCD", "ttbar")
+READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
+
+
+def synthetic_event(generator: np.random.Generator, label: int) -> tuple[np.ndarray, np.ndarray]:
+    particles = np.zeros((PARTICLES, PARTICLE_FEATURES), dtype=np.float32)
+    count = int(np.clip(generator.normal((40, 90, 140)[label], 20), 5, PARTICLES))
+    scale = (1.0, 0.6, 1.4)[label]
+    particles[:count] = generator.normal(0.0, 1.0, (count, PARTICLE_FEATURES)).astype(np.float32)
+    particles[:count, 0] = generator.exponential(scale, count)  # a momentum-like feature
+    particles[:count, 1] += (0.5, -0.5, 0.0)[label]
+    hlf = generator.normal(0.0, 1.0, HLF_FEATURES).astype(np.float32)
+    hlf[:3] += np.eye(CLASSES, dtype=np.float32)[label] * 1.5
+    hlf[3] = count / 100.0
+    return particles, hlf
+
+
+def example(particles: np.ndarray, hlf: np.ndarray, label: int) -> bytes:
+    import tensorflow as tf
+
+    def floats(values: np.ndarray) -> tf.train.Feature:
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values.ravel()))
+
+    one_hot = np.eye(CLASSES, dtype=np.float32)[label]
+    features = {"GRU_input": floats(particles), "HLF_input": floats(hlf), "encoded_label": floats(one_hot)}
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write(out: Path, events: int, files: int, seed: int = 0, progress: bool = True) -> list[Path]:
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    generator = np.random.default_rng(seed)
+    paths = [out / f"part-{i:05d}.tfrecord" for i in range(files)]
+    writers = [tf.io.TFRecordWriter(str(p)) for p in paths]
+    try:
+        for i in tqdm(range(events), desc="events", unit="event", disable=not progress):
+            label = int(generator.integers(CLASSES))
+            writers[i % files].write(example(*synthetic_event(generator, label), label))
+    finally:
+        for writer in writers:
+            writer.close()
+    return paths
+
+
+def parse(record):
+    import tensorflow as tf
+
+    spec = {
+        "GRU_input": tf.io.FixedLenFeature([PARTICLES, PARTICLE_FEATURES], tf.float32),
+        "HLF_input": tf.io.FixedLenFeature([HLF_FEATURES], tf.float32),
+        "encoded_label": tf.io.FixedLenFeature([CLASSES], tf.float32),
+    }
+    parsed = tf.io.parse_single_example(record, spec)
+    return {"GRU_input": parsed["GRU_input"], "HLF_input": parsed["HLF_input"]}, parsed["encoded_label"]
+
+
+def dataset(pattern: str, batch_size: int, *, shuffle: bool = True, cache: bool = True, seed: int = 0):
+    """Parallel interleave over files, parallel parse, cache, shuffle, batch, prefetch. `pattern` may be an
+    object-store URL (s3://...) where tensorflow-io is installed."""
+    import tensorflow as tf
+
+    if pattern.startswith("s3://"):
+        import tensorflow_io  # noqa: F401  (registers the s3 file system)
+    files = tf.data.Dataset.list_files(pattern, shuffle=shuffle, seed=seed)
+    records = files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER),
+        cycle_length=tf.data.AUTOTUNE,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=False,
+    )
+    events = records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if cache:
+        events = events.cache()
+    if shuffle:
+        events = events.shuffle(4096, seed=seed, reshuffle_each_iteration=True)
+    return events.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m train.hep_data", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    paths = write(args.out, args.events, args.files, args.seed)
+    print(f"wrote {args.events} events in {len(paths)} files to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
