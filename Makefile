@@ -40,6 +40,8 @@ format: setup
 
 bench: setup
 	$(PY) -m bench.scoring
+	$(PY) -m bench.serve_http
+	$(PY) -m bench.train_spawn
 
 supported: setup
 	$(PY) -m export --supported
