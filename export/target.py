@@ -6,6 +6,7 @@ target's name. `python -m export --supported` prints the matrix from these decla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from export import ir
@@ -52,6 +53,19 @@ class Capabilities:
 
 
 TARGETS: dict[str, Capabilities] = {}
+
+
+def emitter(generator: object, node: ir.Node, target: str) -> Callable[..., object]:
+    """The generator's `emit_<Kind>` method for this node, or `UnsupportedLayer` naming layer and target."""
+    method = getattr(generator, f"emit_{node.kind}", None)
+    if method is None:
+        raise UnsupportedLayer(node.source or node.name, target, node.kind)
+    return method
+
+
+def emitted_kinds(generator_class: type) -> frozenset[str]:
+    """The node kinds a generator class can emit: its `emit_<Kind>` methods (the support matrix)."""
+    return frozenset(name[len("emit_") :] for name in dir(generator_class) if name.startswith("emit_"))
 
 
 def register(capabilities: Capabilities) -> Capabilities:

@@ -14,9 +14,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
-from export.errors import UnsupportedLayer
 from export.sqltext import literal, string_list
-from export.target import Capabilities, register
+from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "duckdb"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
@@ -110,9 +109,7 @@ class DuckDBGenerator:
         return x  # values are flat row-major lists already
 
     def emit(self, node: ir.Node) -> str:
-        method = getattr(self, f"emit_{node.kind}", None)
-        if method is None:
-            raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+        method = emitter(self, node, TARGET)
         return method(node, *(value_ref(name) for name in node.inputs))
 
     # -- whole macros -------------------------------------------------------------------------
@@ -161,8 +158,4 @@ class DuckDBGenerator:
         )
 
 
-def _emitted_kinds() -> frozenset[str]:
-    return frozenset(a[len("emit_") :] for a in dir(DuckDBGenerator) if a.startswith("emit_"))
-
-
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds()))
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(DuckDBGenerator)))

@@ -19,10 +19,10 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
-from export.errors import ExportError, InvalidName, UnsupportedLayer
+from export.errors import ExportError, InvalidName
 from export.names import check_model_name
 from export.sqltext import literal
-from export.target import Capabilities, register
+from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -137,9 +137,7 @@ class OracleGenerator:
 
     def statements(self) -> Iterator[str]:
         for node in self.graph.nodes:
-            method = getattr(self, f"emit_{node.kind}", None)
-            if method is None:
-                raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+            method = emitter(self, node, TARGET)
             yield from method(node, *(self.var(name) for name in node.inputs))
 
     def checks(self) -> Iterator[str]:
@@ -203,8 +201,6 @@ def check_weights_finite(graph: ir.Graph) -> None:
             raise ExportError(f"tensor {tensor} holds NaN or infinite values; refusing to export")
 
 
-def _emitted_kinds() -> frozenset[str]:
-    return frozenset(a[len("emit_") :] for a in dir(OracleGenerator) if a.startswith("emit_"))
-
-
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds(), max_array_len=MAX_ARRAY_LEN))
+CAPABILITIES = register(
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(OracleGenerator), max_array_len=MAX_ARRAY_LEN)
+)

@@ -12,9 +12,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
-from export.errors import UnsupportedLayer
 from export.sqltext import literal
-from export.target import Capabilities, register
+from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "postgres"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "postgres"
@@ -63,9 +62,7 @@ class PostgresGenerator:
         return f"{self.var(node.name)} := {x};  -- values are flat row-major arrays already"
 
     def statement(self, node: ir.Node) -> str:
-        method = getattr(self, f"emit_{node.kind}", None)
-        if method is None:
-            raise UnsupportedLayer(node.source or node.name, TARGET, node.kind)
+        method = emitter(self, node, TARGET)
         return method(node, *(self.var(name) for name in node.inputs))
 
     def var(self, name: str) -> str:
@@ -117,8 +114,4 @@ def grant_script(name: str, role: str) -> str:
     return template("grant.sql.j2").render(name=name, role=role)  # type: ignore[attr-defined]
 
 
-def _emitted_kinds() -> frozenset[str]:
-    return frozenset(a[len("emit_") :] for a in dir(PostgresGenerator) if a.startswith("emit_"))
-
-
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=_emitted_kinds()))
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator)))
