@@ -63,11 +63,11 @@ def describe(layer: Any) -> str:
     return f"'{layer.name}' ({type(layer).__name__})"
 
 
-def _activation_name(layer: Any, ctx: Context) -> str:
+def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
     name = layer.get_config().get("activation", "linear")
     if not isinstance(name, str) or name not in ir.ACTIVATIONS:
         raise ctx.unsupported(layer, f"activation {name!r}")
-    return name
+    return name  # type: ignore[return-value]
 
 
 @converts("Dense", produces="Dense")
@@ -81,7 +81,7 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
         inputs=inputs,
         kernel=kernel,
         bias=bias,
-        activation=_activation_name(layer, ctx),  # type: ignore[arg-type]
+        activation=_activation_name(layer, ctx),
         source=describe(layer),
     )
 
@@ -93,7 +93,7 @@ def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | 
         return inputs[0]
     return ir.ActivationNode(
         name=ctx.name_for(layer.name), inputs=inputs, activation=name, source=describe(layer)
-    )  # type: ignore[arg-type]
+    )
 
 
 @converts("ReLU", produces="ActivationNode")

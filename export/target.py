@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from export import ir
 from export.errors import UnsupportedLayer
@@ -55,7 +56,7 @@ class Capabilities:
 TARGETS: dict[str, Capabilities] = {}
 
 
-def emitter(generator: object, node: ir.Node, target: str) -> Callable[..., object]:
+def emitter(generator: object, node: ir.Node, target: str) -> Callable[..., Any]:
     """The generator's `emit_<Kind>` method for this node, or `UnsupportedLayer` naming layer and target."""
     method = getattr(generator, f"emit_{node.kind}", None)
     if method is None:

@@ -37,7 +37,7 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
     if config_file:
         app.config.from_file(config_file, load=json.load)
     app.config.update(config or {})
-    app.json.sort_keys = False
+    app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["metrics"] = metrics = Metrics()
     app.extensions["api_keys"] = read_api_keys(app.config["API_KEY_FILE"])
     app.extensions["repository"] = ModelRepository(

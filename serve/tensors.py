@@ -137,13 +137,13 @@ def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool
     names = [spec["name"] for spec in model.outputs]
     if not asked:
         return [(name, everything_binary) for name in names]
-    result = []
+    result: list[tuple[str, bool]] = []
     for output in asked:
         name = output.get("name") if isinstance(output, dict) else None
         if name not in names:
             raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
         binary = (output.get("parameters") or {}).get("binary_data", everything_binary)
-        result.append((name, bool(binary)))
+        result.append((str(name), bool(binary)))
     return result
 
 
@@ -183,8 +183,11 @@ def decode_tfserving(request: dict, model: LoadedModel) -> tuple[dict[str, np.nd
         form = "row"
     elif "inputs" in request:
         given = request["inputs"]
-        columns = given if isinstance(given, dict) else {names[0]: given} if len(names) == 1 else None
-        if columns is None:
+        if isinstance(given, dict):
+            columns = given
+        elif len(names) == 1:
+            columns = {names[0]: given}
+        else:
             raise bad_request(f"this model has inputs {names}: send 'inputs' as an object")
         form = "columnar"
     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from train.spawn import manifests, preflight
-from train.spawn.backend import RunSpec, read_record
+from train.spawn.backend import Backend, RunSpec, read_record
 from train.spawn.control import JobFailed, Settings, run_job
 
 RUNS = Path("runs")
@@ -111,7 +111,7 @@ def launch(args: argparse.Namespace) -> int:
     if args.backend == "local":
         from train.spawn.local import LocalBackend
 
-        backend = LocalBackend()
+        backend: Backend = LocalBackend()
         shared = str(run_dir / "shared")
         env = {
             "NNSQL_OUTPUT_DIR": f"{shared}/output",

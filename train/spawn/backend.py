@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -62,7 +62,7 @@ def write_record(run_dir: Path, **fields: object) -> None:
     """Merge fields into runs/<id>/run.json (backend, workers, state, timing...)."""
     path = run_dir / "run.json"
     record = json.loads(path.read_text()) if path.exists() else {}
-    record.update({k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in fields.items()})
+    record.update(fields)
     run_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
 

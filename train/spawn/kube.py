@@ -28,8 +28,8 @@ class KubernetesBackend:
 
         load_config()
         self.options = options
-        self.core = client.CoreV1Api()
-        self.batch = client.BatchV1Api()
+        self.core: Any = client.CoreV1Api()
+        self.batch: Any = client.BatchV1Api()
         self.attempt = 0
 
     @property
@@ -38,7 +38,7 @@ class KubernetesBackend:
 
     def _create(self, manifest: dict[str, Any]) -> None:
         kind = manifest["kind"]
-        create = {
+        create: Any = {
             "ConfigMap": self.core.create_namespaced_config_map,
             "Secret": self.core.create_namespaced_secret,
             "Service": self.core.create_namespaced_service,
