@@ -37,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--grant-script", action="store_true", help="print the least-privilege grant script and exit"
     )
+    parser.add_argument(
+        "--fast-path",
+        choices=["plpython"],
+        help="score with PL/Python + numpy instead of PL/pgSQL: needs the plpython3u extension "
+        "(created by a superuser, who must run the export) and numpy in the server's Python",
+    )
     args = parser.parse_args(argv)
 
     def body() -> int:
@@ -52,7 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.grant_to:
             check_model_name(args.grant_to, what="role name")
         prepared = prepare(request, CAPABILITIES)
-        store = PostgresStore(args.dsn, progress=not args.quiet, grant_to=args.grant_to)
+        if args.fast_path:
+            from export.postgres.plpython import CAPABILITIES as FAST
+
+            FAST.check(prepared.graph)
+        store = PostgresStore(
+            args.dsn, progress=not args.quiet, grant_to=args.grant_to, fast_path=bool(args.fast_path)
+        )
         try:
             record = publish(store, request, prepared, CAPABILITIES.target)
         finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
+from export.postgres.plpython import PlPythonGenerator
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
 
@@ -43,10 +44,11 @@ def array_literal(items: tuple[str, ...]) -> str:
 class PostgresGenerator:
     """Walks an IR graph; one `emit_<Kind>` method per supported node kind returns a statement."""
 
-    def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
+    def __init__(self, graph: ir.Graph, name: str, version: int, *, fast_path: bool = False) -> None:
         self.graph = graph
         self.name = name
         self.version = version
+        self.fast_path = fast_path
 
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
         bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
@@ -107,6 +109,9 @@ class PostgresGenerator:
             statements=[self.statement(node) for node in self.graph.nodes],
             output=self.var(self.graph.output),
             classes=array_literal(self.graph.classes),
+            plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()
+            if self.fast_path
+            else "",
         )
 
 

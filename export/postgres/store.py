@@ -56,7 +56,10 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
 class PostgresStore:
     target = "postgres"
 
-    def __init__(self, dsn: str, *, progress: bool = True, grant_to: str | None = None) -> None:
+    def __init__(
+        self, dsn: str, *, progress: bool = True, grant_to: str | None = None, fast_path: bool = False
+    ) -> None:
+        self.fast_path = fast_path
         self.where = describe(dsn)
         self.progress = progress
         self.grant_to = grant_to
@@ -97,7 +100,7 @@ class PostgresStore:
                 "VALUES (%s, %s, %s, %s, 'as in Keras, row-major', %s::real[])",
                 [name, version, tensor, list(array.shape), array.ravel().tolist()],
             )
-        self.con.execute(PostgresGenerator(graph, name, version).render())
+        self.con.execute(PostgresGenerator(graph, name, version, fast_path=self.fast_path).render())
         if self.grant_to:
             self.con.execute(grant_script(name, sql.Identifier(self.grant_to).as_string(self.con)))
 

@@ -112,3 +112,40 @@ def test_invalid_grant_role_is_refused(postgres_dsn, cern_mlp_path, capsys):
     assert export(postgres_dsn, cern_mlp_path, "mnist", "--grant-to", "app; drop") == 2
     assert "invalid role name 'app; drop'" in capsys.readouterr().err
     assert schemas(postgres_dsn) == []
+
+
+def plpython_available(dsn: str) -> bool:
+    with admin(dsn) as con:
+        return (
+            con.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'plpython3u'").fetchone()[
+                0
+            ]
+            > 0
+        )
+
+
+def test_plpython_fast_path_matches_tensorflow(postgres_dsn, mixed_layers_path, cern_mlp_path):
+    if not plpython_available(postgres_dsn):
+        pytest.skip("plpython3u is not installed (Debian: postgresql-plpython3-15 and python3-numpy)")
+    import keras
+    import numpy as np
+
+    for name, path in (("mixed", mixed_layers_path), ("mnist", cern_mlp_path)):
+        assert export(postgres_dsn, path, name, "--fast-path", "plpython") == 0
+        model = keras.saving.load_model(path)
+        x = np.random.default_rng(9).random((30, *model.inputs[0].shape[1:]), dtype=np.float32)
+        with admin(postgres_dsn) as con:
+            language = con.execute(
+                "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+                "JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = %s AND p.proname = 'predict_proba'",
+                [name],
+            ).fetchone()[0]
+            rows = [
+                con.execute(f"SELECT {name}.predict_proba(%s)", [row.ravel().tolist()]).fetchone()[0]
+                for row in x
+            ]
+            with pytest.raises(psycopg.Error, match="must have"):
+                con.execute(f"SELECT {name}.score(%s)", [[0.5, 0.5]])
+        assert language == "plpython3u"
+        assert np.abs(np.array(rows) - model.predict(x, verbose=0)).max() <= 1e-5

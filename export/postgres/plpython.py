@@ -1,0 +1,86 @@
+"""IR → the optional PL/Python + numpy fast path for PostgreSQL.
+
+The same `<name>.predict_proba(float8[])`, written in plpython3u: the weights are read from nnsql.tensors
+once per session into the function's static dictionary (SD) and each call is a few numpy operations.
+Needs the plpython3u extension (an untrusted language: a superuser creates it and owns the function) and
+numpy in the server's Python. Each IR value is a float64 numpy array; each node is one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from export import ir
+from export.target import Capabilities, emitted_kinds, emitter
+
+TARGET = "postgres (plpython fast path)"
+ACTIVATIONS = {
+    "linear": "{v}",
+    "relu": "np.maximum({v}, 0.0)",
+    "sigmoid": "np.exp(-np.logaddexp(0.0, -{v}))",
+    "tanh": "np.tanh({v})",
+    "softmax": "_softmax({v})",
+}
+PRELUDE = """\
+import numpy as np
+
+def _softmax(v):
+    e = np.exp(v - v.max())
+    return e / e.sum()
+
+key = ({name!r}, {version})
+weights = SD.get(key)
+if weights is None:
+    query = "SELECT tensor, shape, value FROM nnsql.tensors WHERE model = $1 AND version = $2"
+    plan = plpy.prepare(query, ["text", "integer"])
+    weights = {{row["tensor"]: np.asarray(row["value"], dtype=np.float64).reshape(row["shape"])
+               for row in plpy.execute(plan, [{name!r}, {version}])}}
+    SD.clear()
+    SD[key] = weights
+"""
+
+
+class PlPythonGenerator:
+    def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
+        self.graph = graph
+        self.name = name
+        self.version = version
+
+    def var(self, value: str) -> str:
+        return f"v_{value}"
+
+    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+        linear = f'{x} @ weights["{node.name}.kernel"]'
+        if node.bias is not None:
+            linear += f' + weights["{node.name}.bias"]'
+        return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=f'({linear})')}"
+
+    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
+        return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=x)}"
+
+    def emit_Reshape(self, node: ir.Reshape, x: str) -> str:
+        return f"{self.var(node.name)} = {x}"
+
+    def checks(self) -> Iterator[str]:
+        for spec in self.graph.inputs:
+            where = f"{self.name}.predict_proba: {spec.name}"
+            yield f"if {spec.name} is None:\n    return None"
+            yield (
+                f"if len({spec.name}) != {spec.size}:\n"
+                f"    plpy.error('{where} must have {spec.size} values, got %d' % len({spec.name}))"
+            )
+            yield (
+                f"if any(value is None for value in {spec.name}):\n"
+                f"    plpy.error('{where} contains NULL values')"
+            )
+            yield f"{self.var(spec.name)} = np.asarray({spec.name}, dtype=np.float64)"
+
+    def body(self) -> str:
+        lines = [PRELUDE.format(name=self.name, version=self.version), *self.checks()]
+        for node in self.graph.nodes:
+            lines.append(emitter(self, node, TARGET)(node, *(self.var(n) for n in node.inputs)))
+        lines.append(f"return {self.var(self.graph.output)}.tolist()")
+        return "\n".join(lines)
+
+
+CAPABILITIES = Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator))
