@@ -151,3 +151,18 @@ class Graph:
     @property
     def n_classes(self) -> int:
         return len(self.classes)
+
+
+@dataclass(frozen=True)
+class InputErrors:
+    """The messages every target raises for a bad input row, worded once so that all targets agree."""
+
+    length: str  # followed by the received length
+    nulls: str
+
+    @classmethod
+    def of(cls, model: str, spec: TensorSpec) -> InputErrors:
+        where = f"{model}.predict_proba: {spec.name}"
+        return cls(
+            length=f"{where} must have {spec.size} values, got ", nulls=f"{where} contains NULL values"
+        )

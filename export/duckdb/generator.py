@@ -130,14 +130,11 @@ class DuckDBGenerator:
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
-            where = f"{self.name}.predict_proba: {spec.name}"
-            length_error = literal(f"{where} must have {spec.size} values, got ")
+            errors = ir.InputErrors.of(self.name, spec)
+            length_error = literal(errors.length)
             yield f"WHEN {spec.name} IS NULL THEN NULL"
             yield (f"WHEN len({spec.name}) <> {spec.size} THEN error({length_error} || len({spec.name}))")
-            yield (
-                f"WHEN list_count({spec.name}) <> {spec.size} THEN error("
-                f"{literal(where + ' contains NULL values')})"
-            )
+            yield (f"WHEN list_count({spec.name}) <> {spec.size} THEN error({literal(errors.nulls)})")
 
     def render(self) -> str:
         environment = Environment(

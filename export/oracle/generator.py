@@ -142,16 +142,16 @@ class OracleGenerator:
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
-            where = f"{self.name}.predict_proba: {spec.name}"
+            errors = ir.InputErrors.of(self.name, spec)
             yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
             yield (
                 f"IF {spec.name}.COUNT <> {spec.size} THEN RAISE_APPLICATION_ERROR(-20001, "
-                f"{literal(where + f' must have {spec.size} values, got ')} || {spec.name}.COUNT); END IF;"
+                f"{literal(errors.length)} || {spec.name}.COUNT); END IF;"
             )
             yield (
                 f"FOR i IN 1 .. {spec.name}.COUNT LOOP IF {spec.name}(i) IS NULL THEN "
                 "RAISE_APPLICATION_ERROR("
-                f"-20002, {literal(where + ' contains NULL values')}); END IF; END LOOP;"
+                f"-20002, {literal(errors.nulls)}); END IF; END LOOP;"
             )
 
     def parameters(self) -> list[str]:

@@ -83,16 +83,16 @@ class PostgresGenerator:
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
-            where = f"{self.name}.predict_proba: {spec.name}"
+            errors = ir.InputErrors.of(self.name, spec)
             yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
             yield (
                 f"IF cardinality({spec.name}) <> {spec.size} THEN RAISE EXCEPTION "
-                f"'{where} must have {spec.size} values, got %', cardinality({spec.name}) "
+                f"{literal(errors.length + '%')}, cardinality({spec.name}) "
                 "USING ERRCODE = 'array_subscript_error'; END IF;"
             )
             yield (
                 f"IF array_position({spec.name}, NULL) IS NOT NULL THEN RAISE EXCEPTION "
-                f"'{where} contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;"
+                f"{literal(errors.nulls)} USING ERRCODE = 'null_value_not_allowed'; END IF;"
             )
 
     def render(self) -> str:

@@ -63,16 +63,13 @@ class PlPythonGenerator:
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
-            where = f"{self.name}.predict_proba: {spec.name}"
+            errors = ir.InputErrors.of(self.name, spec)
             yield f"if {spec.name} is None:\n    return None"
             yield (
                 f"if len({spec.name}) != {spec.size}:\n"
-                f"    plpy.error('{where} must have {spec.size} values, got %d' % len({spec.name}))"
+                f"    plpy.error({errors.length + '%d'!r} % len({spec.name}))"
             )
-            yield (
-                f"if any(value is None for value in {spec.name}):\n"
-                f"    plpy.error('{where} contains NULL values')"
-            )
+            yield (f"if any(value is None for value in {spec.name}):\n    plpy.error({errors.nulls!r})")
             yield f"{self.var(spec.name)} = np.asarray({spec.name}, dtype=np.float64)"
 
     def body(self) -> str:
