@@ -198,3 +198,16 @@ def test_new_version_is_served_without_restart(live, onnx_repo, tmp_path):
         import shutil
 
         shutil.rmtree(onnx_repo / "mnist" / str(version))
+
+
+def test_not_ready_is_503(live):
+    repository = live.app.extensions["repository"]
+    repository.ready = False  # as before the first scan of the repository finished
+    try:
+        assert requests.get(f"{live.url}/v2/health/ready").status_code == 503
+        response = requests.post(
+            f"{live.url}/v2/models/mnist/infer", json=v2_request(np.zeros((1, 784), np.float32))
+        )
+        assert response.status_code == 503 and "not ready" in response.json()["error"]
+    finally:
+        repository.ready = True
