@@ -19,7 +19,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 demo: setup
-	$(PY) -m demo
+	@$(PY) -m demo
 
 test: setup
 	$(PY) -m ruff check .
