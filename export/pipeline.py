@@ -8,7 +8,6 @@ parity check, registry row, switch. A failure anywhere rolls back, so the previo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,8 +140,3 @@ def test_data(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     except data.DataUnavailable as error:
         raise ExportError(str(error)) from error
     return dataset.x_test, dataset.y_test
-
-
-def chunks(n_rows: int, size: int) -> Iterator[slice]:
-    for start in range(0, n_rows, size):
-        yield slice(start, min(start + size, n_rows))

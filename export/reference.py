@@ -54,10 +54,6 @@ _KERNELS: dict[type, Callable] = {
 }
 
 
-def supported_kinds() -> tuple[str, ...]:
-    return tuple(kind.__name__ for kind in _KERNELS)
-
-
 def run(graph: ir.Graph, inputs: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
     """Evaluate the graph on a batch; a bare array feeds the single input. Returns the output."""
     if isinstance(inputs, np.ndarray):
