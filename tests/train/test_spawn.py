@@ -129,6 +129,24 @@ def test_bootstrap_builds_tf_config_from_the_completion_index(tmp_path):
     assert number == "2"
 
 
+def test_collector_pod_is_schema_valid_and_packs_the_outputs(tmp_path):
+    import base64
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    pod = manifests.collector_pod("run-x", manifests.ClusterOptions(pvc="shared"))
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    output = tmp_path / "output"
+    output.mkdir()
+    (output / "model.keras").write_bytes(b"weights")
+    script = manifests.PACK_OUTPUT.replace(manifests.SHARED_DIR, str(tmp_path))
+    packed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(packed)), mode="r:gz") as archive:
+        assert archive.extractfile("./model.keras").read() == b"weights"
+
+
 def test_overlay_is_deep_merged(tmp_path):
     overlay = {"spec": {"template": {"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}}}
     job = manifests.job("r", 0, 2, (), manifests.ClusterOptions(overlay=overlay))

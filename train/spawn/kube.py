@@ -113,9 +113,47 @@ class KubernetesBackend:
                 deleter(item.metadata.name, self.namespace)
 
     def collect(self, spec: RunSpec) -> Path | None:
-        """Logs of every worker into runs/<id>/; the model stays on the shared volume (--pvc)."""
+        """Logs of every worker into runs/<id>/, and the chief's outputs from the shared volume (--pvc)
+        through a short-lived collector pod; without --pvc the model stayed in the finished pod."""
         attempt_dir = spec.run_dir / f"attempt-{self.attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         for index in range(spec.workers):
             (attempt_dir / f"worker-{index}.log").write_text(self.logs(spec, index))
-        return None
+        if not self.options.pvc:
+            return None
+        return self._copy_outputs(spec)
+
+    def _copy_outputs(self, spec: RunSpec) -> Path | None:
+        import base64
+        import io
+        import tarfile
+        import time
+
+        from kubernetes.stream import stream
+
+        pod = manifests.collector_pod(spec.run_id, self.options)
+        name = pod["metadata"]["name"]
+        self.core.create_namespaced_pod(self.namespace, pod)
+        try:
+            deadline = time.monotonic() + 300
+            while self.core.read_namespaced_pod(name, self.namespace).status.phase != "Running":
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(1)
+            packed = stream(
+                self.core.connect_get_namespaced_pod_exec,
+                name,
+                self.namespace,
+                command=["python", "-c", manifests.PACK_OUTPUT],
+                stderr=False,
+                stdin=False,
+                stdout=True,
+                tty=False,
+            )
+            target = spec.run_dir / "model"
+            with tarfile.open(fileobj=io.BytesIO(base64.b64decode(packed)), mode="r:gz") as archive:
+                archive.extractall(target, filter="data")
+        finally:
+            self.core.delete_namespaced_pod(name, self.namespace)
+        found = sorted(target.glob("*.keras"))
+        return found[0] if found else None

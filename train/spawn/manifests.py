@@ -183,6 +183,36 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
     return deep_merge(manifest, options.overlay)
 
 
+def collector_pod(run_id: str, options: ClusterOptions) -> dict:
+    """A short-lived pod that mounts the run's shared volume so spawn can copy the chief's outputs out."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{run_id}-collect", "namespace": options.namespace, "labels": labels(run_id)},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "collect",
+                    "image": options.image,
+                    "command": ["sleep", "600"],
+                    "volumeMounts": [{"name": "shared", "mountPath": SHARED_DIR, "readOnly": True}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+            "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": options.pvc}}],
+        },
+    }
+
+
+# Run inside the collector pod: the output directory as a base64 tar.gz on stdout (text-safe over exec).
+PACK_OUTPUT = (
+    "import base64, io, sys, tarfile; buffer = io.BytesIO(); "
+    f"archive = tarfile.open(fileobj=buffer, mode='w:gz'); archive.add('{SHARED_DIR}/output', arcname='.'); "
+    "archive.close(); sys.stdout.write(base64.b64encode(buffer.getvalue()).decode())"
+)
+
+
 def all_manifests(
     run_id: str, script: Path, workers: int, args: tuple[str, ...], options: ClusterOptions
 ) -> list[dict]:
