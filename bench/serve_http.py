@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serve_http", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="per measurement")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--max-batch-delay-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
     if not shutil.which("wrk"):
