@@ -11,7 +11,12 @@ from export.keras_frontend import PRODUCES
 from export.target import TARGETS
 
 # Target modules register their capabilities when imported.
-TARGET_MODULES = ("export.duckdb.generator", "export.oracle.generator", "export.postgres.generator")
+TARGET_MODULES = (
+    "export.duckdb.generator",
+    "export.oracle.generator",
+    "export.postgres.generator",
+    "export.postgres.plpython",
+)
 
 
 def support_matrix() -> list[tuple[str, str, dict[str, bool]]]:

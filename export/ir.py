@@ -111,6 +111,35 @@ class Reshape(Node):
     shape: tuple[int, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Concatenate(Node):
+    """Flat vectors joined end to end (Keras Concatenate over the last axis of rank-2 inputs)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRU(Node):
+    """A GRU over a (steps, features) sequence returning its last state (Keras, reset_after=True).
+
+    kernel (features, 3·units) and recurrent_kernel (units, 3·units) hold the gates in Keras's order
+    [update z, reset r, candidate h]; bias (2, 3·units) is the input bias row then the recurrent bias row.
+    With `mask_value` set, a time step whose features all equal it is skipped (the state carries over).
+    """
+
+    kernel: Weights
+    recurrent_kernel: Weights
+    bias: Weights | None = None
+    steps: int
+    mask_value: float | None = None
+
+    @property
+    def units(self) -> int:
+        return self.recurrent_kernel.shape[0]
+
+    @property
+    def features(self) -> int:
+        return self.kernel.shape[0]
+
+
 @dataclass(frozen=True)
 class Graph:
     """A classifier: inputs, nodes in topological order, one probability output, class labels."""

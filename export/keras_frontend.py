@@ -11,7 +11,7 @@ import json
 import re
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ def converts(*class_names: str, produces: str) -> Callable[[Converter], Converte
 class Context:
     target: str
     names: dict[str, str]
+    masks: dict[str, float] = field(default_factory=dict)  # value name → Masking's mask_value
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
         return UnsupportedLayer(describe(layer), self.target, detail)
@@ -130,6 +131,58 @@ def _flatten(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str
     return ir.Reshape(name=ctx.name_for(layer.name), inputs=inputs, shape=(size,), source=describe(layer))
 
 
+@converts("Concatenate", produces="Concatenate")
+def _concatenate(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    shapes = [tuple(t.shape) for t in layer.input]
+    if any(len(shape) != 2 for shape in shapes) or layer.get_config().get("axis", -1) not in (-1, 1):
+        raise ctx.unsupported(layer, f"concatenation of shapes {shapes} (only flat vectors)")
+    return ir.Concatenate(name=ctx.name_for(layer.name), inputs=inputs, source=describe(layer))
+
+
+@converts("Masking", produces="identity")
+def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> str:
+    """Vanishes, leaving its mask value for the recurrent layer that reads it. Keras zeroes the masked
+    steps, which is the identity only when the mask value is 0."""
+    value = float(layer.get_config().get("mask_value", 0.0))
+    if value != 0.0:
+        raise ctx.unsupported(layer, f"mask_value {value} (only 0)")
+    ctx.masks[inputs[0]] = value
+    return inputs[0]
+
+
+@converts("GRU", produces="GRU")
+def _gru(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    config = layer.get_config()
+    wanted = {
+        "activation": "tanh",
+        "recurrent_activation": "sigmoid",
+        "reset_after": True,
+        "return_sequences": False,
+        "return_state": False,
+        "go_backwards": False,
+        "stateful": False,
+    }
+    for option, value in wanted.items():
+        if config.get(option, value) != value:
+            raise ctx.unsupported(layer, f"{option}={config.get(option)!r} (supported: {value!r})")
+    sequence = layer.input[0] if isinstance(layer.input, list) else layer.input  # [input, mask]
+    steps = sequence.shape[1]
+    if steps is None:
+        raise ctx.unsupported(layer, "a sequence of variable length")
+    cell = layer.cell
+    bias = ir.Weights(np.asarray(cell.bias.numpy())) if config.get("use_bias", True) else None
+    return ir.GRU(
+        name=ctx.name_for(layer.name),
+        inputs=inputs,
+        kernel=ir.Weights(np.asarray(cell.kernel.numpy())),
+        recurrent_kernel=ir.Weights(np.asarray(cell.recurrent_kernel.numpy())),
+        bias=bias,
+        steps=int(steps),
+        mask_value=ctx.masks.get(inputs[0]),
+        source=describe(layer),
+    )
+
+
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     shape = tuple(tensor.shape[1:])
     if any(dim is None for dim in shape):
@@ -137,6 +190,15 @@ def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     if str(tensor.dtype) != "float32":
         raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"dtype {tensor.dtype}")
     return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape))
+
+
+def positional_tensors(inbound: Any) -> list[Any]:
+    """The tensors a layer was called on, without keyword arguments such as a propagated `mask`
+    (the mask's own ops are not part of the network: recurrent nodes carry the mask value instead)."""
+    import keras
+
+    flat = keras.tree.flatten(list(inbound.arguments.args))
+    return [item for item in flat if isinstance(item, keras.KerasTensor)]
 
 
 def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph:
@@ -153,7 +215,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
             return values[id(tensor)]
         layer, node_index, _ = tensor._keras_history
         inbound = layer._inbound_nodes[node_index]
-        input_names = tuple(visit(t) for t in inbound.input_tensors)
+        input_names = tuple(visit(t) for t in positional_tensors(inbound))
         converter = CONVERTERS.get(type(layer).__name__)
         if converter is None:
             raise ctx.unsupported(layer)

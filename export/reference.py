@@ -47,7 +47,36 @@ def _reshape(node: ir.Reshape, x: np.ndarray) -> np.ndarray:
     return x.reshape((x.shape[0], *node.shape))
 
 
+def _concatenate(node: ir.Concatenate, *parts: np.ndarray) -> np.ndarray:
+    return np.concatenate(parts, axis=-1)
+
+
+def _gru(node: ir.GRU, x: np.ndarray) -> np.ndarray:
+    """Keras's GRU with reset_after=True, tanh and sigmoid, last state; masked steps keep the state."""
+    units = node.units
+    kernel = node.kernel.array.astype(np.float64)
+    recurrent = node.recurrent_kernel.array.astype(np.float64)
+    bias = node.bias.array.astype(np.float64) if node.bias is not None else np.zeros((2, 3 * units))
+    h = np.zeros((x.shape[0], units))
+    for t in range(node.steps):
+        xt = x[:, t, :]
+        xz, xr, xh = np.split(xt @ kernel + bias[0], 3, axis=1)
+        hz, hr, hh = np.split(h @ recurrent + bias[1], 3, axis=1)
+        z = activate(xz + hz, "sigmoid")
+        r = activate(xr + hr, "sigmoid")
+        candidate = np.tanh(xh + r * hh)
+        new = z * h + (1 - z) * candidate
+        if node.mask_value is None:
+            h = new
+        else:
+            keep = np.any(xt != node.mask_value, axis=1, keepdims=True)
+            h = np.where(keep, new, h)
+    return h
+
+
 _KERNELS: dict[type, Callable] = {
+    ir.Concatenate: _concatenate,
+    ir.GRU: _gru,
     ir.Dense: _dense,
     ir.ActivationNode: _activation,
     ir.Reshape: _reshape,

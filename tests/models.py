@@ -69,3 +69,20 @@ def save(model: keras.Model, directory, classes: list[str] | None = None):
     metadata = {"classes": classes or [f"class_{i}" for i in range(n_out)]}
     (directory / "metadata.json").write_text(json.dumps(metadata))
     return path
+
+
+def inclusive_classifier(seed: int = 3) -> keras.Model:
+    """CERN's Inclusive Classifier (GRU over masked particles + high-level features), seeded weights."""
+    from train.inclusive_classifier import build_model
+
+    return _seeded(build_model(), seed)
+
+
+def padded_events(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Particle lists zero-padded after a varying count (and a masked gap), plus high-level features."""
+    generator = np.random.default_rng(seed)
+    particles = generator.random((rows, 801, 19), dtype=np.float32)
+    for row in range(rows):
+        particles[row, 20 + 15 * row :, :] = 0.0
+    particles[0, 5:9, :] = 0.0
+    return particles, generator.random((rows, 14), dtype=np.float32)

@@ -86,6 +86,36 @@ class DuckDBGenerator:
             f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
         )
 
+    def params_GRU(self, node: ir.GRU) -> str:
+        """One struct per unit: its input and recurrent weight rows and biases for gates z, r, h.
+        Both kernels are stored transposed (3·units rows); the bias as Keras's (2, 3·units)."""
+        units, features = node.units, node.features
+        sources = ["nnsql.tensors k", "nnsql.tensors r"]
+        filters = [
+            self.tensor_filter("k", f"{node.name}.kernel"),
+            self.tensor_filter("r", f"{node.name}.recurrent_kernel"),
+        ]
+        if node.bias is not None:
+            sources.append("nnsql.tensors b")
+            filters.append(self.tensor_filter("b", f"{node.name}.bias"))
+        fields = ["j: _nn_j + 1"]
+        for gate, offset in (("z", 0), ("r", units), ("h", 2 * units)):
+            row = f"({offset} + _nn_j)"
+            fields.append(f"w{gate}: k.value[{row} * {features} + 1 : ({row} + 1) * {features}]")
+            fields.append(f"u{gate}: r.value[{row} * {units} + 1 : ({row} + 1) * {units}]")
+            fields.append(
+                f"b{gate}: " + (f"b.value[{offset} + _nn_j + 1]" if node.bias is not None else "0.0")
+            )
+            fields.append(
+                f"rb{gate}: "
+                + (f"b.value[{3 * units + offset} + _nn_j + 1]" if node.bias is not None else "0.0")
+            )
+        unit = "{" + ", ".join(fields) + "}"
+        return (
+            f"(SELECT list_transform(range({units}), lambda _nn_j: {unit}) "
+            f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
+        )
+
     def params(self) -> Iterator[tuple[str, str]]:
         for node in self.graph.nodes:
             method = getattr(self, f"params_{node.kind}", None)
@@ -101,6 +131,44 @@ class DuckDBGenerator:
         )
         units = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {linear})"
         return apply_activation(units, "softmax") if node.activation == "softmax" else units
+
+    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
+        joined = parts[0]
+        for part in parts[1:]:
+            joined = f"list_concat({joined}, {part})"
+        return joined
+
+    def emit_GRU(self, node: ir.GRU, x: str) -> str:
+        """A list_reduce over the time steps; the state is a DOUBLE[units] carried in a struct
+        (list_reduce needs the accumulator and the elements to share one type)."""
+        features = node.features
+        step = f"{x}[_nn_step.t * {features} + 1 : (_nn_step.t + 1) * {features}]"
+
+        def gate(name: str) -> str:
+            return (
+                f"list_dot_product(_nn_s.x, _nn_u.w{name}) + _nn_u.b{name} + "
+                f"list_dot_product(_nn_s.h, _nn_u.u{name}) + _nn_u.rb{name}"
+            )
+
+        candidate = (
+            "tanh(list_dot_product(_nn_s.x, _nn_u.wh) + _nn_u.bh + "
+            "_nn_g.r * (list_dot_product(_nn_s.h, _nn_u.uh) + _nn_u.rbh))"
+        )
+        sigmoid = SCALAR_ACTIVATIONS["sigmoid"]
+        unit = (
+            f"list_transform([{{z: {sigmoid.format(z=gate('z'))}, r: {sigmoid.format(z=gate('r'))}}}], "
+            f"lambda _nn_g: _nn_g.z * _nn_s.h[_nn_u.j] + (1.0 - _nn_g.z) * {candidate})[1]"
+        )
+        new_state = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {unit})"
+        if node.mask_value is not None:
+            keep = f"list_bool_or(list_transform(_nn_s.x, lambda _nn_e: _nn_e <> {node.mask_value!r}))"
+            new_state = f"CASE WHEN {keep} THEN {new_state} ELSE _nn_s.h END"
+        update = f"list_transform([{{x: {step}, h: _nn_acc.h}}], lambda _nn_s: {new_state})[1]"
+        return (
+            f"list_reduce(list_transform(range({node.steps}), lambda _nn_t: {{h: []::DOUBLE[], t: _nn_t}}), "
+            f"lambda _nn_acc, _nn_step: {{h: {update}, t: _nn_step.t}}, "
+            f"{{h: list_transform(range({node.units}), lambda _nn_i: 0.0::DOUBLE), t: -1}}).h"
+        )
 
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return apply_activation(x, node.activation)

@@ -55,7 +55,9 @@ def sample_set(model, rows: int, metadata: dict) -> SampleSet:
 
     try:
         graph = to_ir(model, target=TARGET, classes=tuple(metadata.get("classes", ())))
-        return sample_inputs(graph, metadata, rows)
+        samples = sample_inputs(graph, metadata, rows)  # keyed by the IR's names: back to Keras's
+        keyed = {t.name: samples.inputs[s.name] for t, s in zip(model.inputs, graph.inputs, strict=True)}
+        return SampleSet(keyed, samples.source)
     except ExportError:  # a layer our IR lacks: ONNX may still convert it; use seeded random rows
         generator = np.random.default_rng(0)
         inputs = {t.name: generator.random((rows, *t.shape[1:]), dtype=np.float32) for t in model.inputs}

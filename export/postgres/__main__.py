@@ -57,11 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         request = cli.request_from(args)
         if args.grant_to:
             check_model_name(args.grant_to, what="role name")
-        prepared = prepare(request, CAPABILITIES)
-        if args.fast_path:
-            from export.postgres.plpython import CAPABILITIES as FAST
+        from export.postgres.plpython import CAPABILITIES as FAST
 
-            FAST.check(prepared.graph)
+        prepared = prepare(request, FAST if args.fast_path else CAPABILITIES)
         store = PostgresStore(
             args.dsn, progress=not args.quiet, grant_to=args.grant_to, fast_path=bool(args.fast_path)
         )

@@ -57,6 +57,9 @@ class PostgresGenerator:
             f"{node.units}, {literal(node.activation)});"
         )
 
+    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
+        return f"{self.var(node.name)} := {' || '.join(parts)};"
+
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return f"{self.var(node.name)} := nnsql.activate({x}, {literal(node.activation)});"
 
@@ -106,7 +109,8 @@ class PostgresGenerator:
             variables=list(self.variables()),
             checks=list(self.checks()),
             tensors=list(self.tensors()),
-            statements=[self.statement(node) for node in self.graph.nodes],
+            # the PL/pgSQL body, or the PL/Python one on the fast path (which compiles more node kinds)
+            statements=[] if self.fast_path else [self.statement(node) for node in self.graph.nodes],
             output=self.var(self.graph.output),
             classes=array_literal(self.graph.classes),
             plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from export import ir
-from export.target import Capabilities, emitted_kinds, emitter
+from export.target import Capabilities, emitted_kinds, emitter, register
 
-TARGET = "postgres (plpython fast path)"
+TARGET = "postgres+plpython"
 ACTIVATIONS = {
     "linear": "{v}",
     "relu": "np.maximum({v}, 0.0)",
@@ -55,6 +55,31 @@ class PlPythonGenerator:
             linear += f' + weights["{node.name}.bias"]'
         return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=f'({linear})')}"
 
+    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
+        return f"{self.var(node.name)} = np.concatenate([{', '.join(parts)}])"
+
+    def emit_GRU(self, node: ir.GRU, x: str) -> str:
+        """Keras's GRU (reset_after=True) over the steps of the flat row; masked steps keep the state."""
+        units, name = node.units, node.name
+        bias = f'weights["{name}.bias"]' if node.bias is not None else f"np.zeros((2, {3 * units}))"
+        keep = "True" if node.mask_value is None else f"bool(np.any(xt != {node.mask_value!r}))"
+        return "\n".join(
+            [
+                f"_steps = {x}.reshape({node.steps}, {node.features})",
+                f'_k, _u, _b = weights["{name}.kernel"], weights["{name}.recurrent_kernel"], {bias}',
+                f"h = np.zeros({units})",
+                "for xt in _steps:",
+                f"    if not {keep}:",
+                "        continue",
+                "    xz, xr, xh = np.split(xt @ _k + _b[0], 3)",
+                "    hz, hr, hh = np.split(h @ _u + _b[1], 3)",
+                "    z = 1 / (1 + np.exp(-(xz + hz)))",
+                "    r = 1 / (1 + np.exp(-(xr + hr)))",
+                "    h = z * h + (1 - z) * np.tanh(xh + r * hh)",
+                f"{self.var(name)} = h",
+            ]
+        )
+
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=x)}"
 
@@ -80,4 +105,4 @@ class PlPythonGenerator:
         return "\n".join(lines)
 
 
-CAPABILITIES = Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator))
+CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator)))

@@ -1,0 +1,145 @@
+"""Recurrent graphs: Masking + GRU + Concatenate (CERN's Inclusive Classifier), through the IR, DuckDB and the
+PostgreSQL fast path; targets without a GRU say so."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import psycopg
+import pytest
+
+from export import ir, reference
+from export.duckdb.__main__ import main as export_duckdb
+from export.errors import UnsupportedLayer
+from export.keras_frontend import to_ir
+from export.oracle.generator import CAPABILITIES as ORACLE
+from export.postgres.__main__ import main as export_postgres
+from export.postgres.generator import CAPABILITIES as POSTGRES
+from tests import models
+
+
+@pytest.fixture(scope="module")
+def classifier_path(tmp_path_factory):
+    return models.save(
+        models.inclusive_classifier(), tmp_path_factory.mktemp("ic"), ["W+jets", "QCD", "ttbar"]
+    )
+
+
+def test_front_end_folds_the_mask_into_the_gru():
+    graph = to_ir(models.inclusive_classifier(), target="reference")
+    assert [node.kind for node in graph.nodes] == ["GRU", "Concatenate", "Dense", "Dense"]
+    gru = graph.nodes[0]
+    assert (
+        isinstance(gru, ir.GRU)
+        and gru.mask_value == 0.0
+        and (gru.steps, gru.features, gru.units) == (801, 19, 50)
+    )
+    assert [spec.name for spec in graph.inputs] == ["gru_input", "hlf_input"]
+
+
+def test_reference_gru_matches_keras_with_masked_steps():
+    model = models.inclusive_classifier()
+    particles, hlf = models.padded_events(4)
+    graph = to_ir(model, target="reference")
+    got = reference.run(graph, {"gru_input": particles, "hlf_input": hlf})
+    assert np.abs(got - model.predict([particles, hlf], verbose=0)).max() <= 1e-5
+
+
+def test_unsupported_gru_options_are_named():
+    import keras
+
+    inputs = keras.Input((5, 3), name="sequence")
+    outputs = keras.layers.GRU(4, reset_after=False, name="old_gru")(inputs)
+    with pytest.raises(UnsupportedLayer, match=r"'old_gru' \(GRU\).*reset_after=False"):
+        to_ir(keras.Model(inputs, outputs), target="duckdb")
+
+
+@pytest.mark.parametrize("capabilities", [POSTGRES, ORACLE])
+def test_targets_without_a_gru_refuse_it(capabilities):
+    with pytest.raises(
+        UnsupportedLayer, match=rf"'gru' \(GRU\) is not supported by target '{capabilities.target}'"
+    ):
+        capabilities.check(to_ir(models.inclusive_classifier(), target=capabilities.target))
+
+
+@pytest.mark.duckdb
+def test_duckdb_scores_the_inclusive_classifier(classifier_path, tmp_path):
+    db = tmp_path / "hep.duckdb"
+    args = [
+        "--model",
+        str(classifier_path),
+        "--db",
+        str(db),
+        "--name",
+        "ic",
+        "--quiet",
+        "--sample-rows",
+        "10",
+    ]
+    assert export_duckdb(args) == 0
+    particles, hlf = models.padded_events(5, seed=1)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = [
+            con.execute("SELECT ic.predict_proba(?, ?)", [p.ravel().tolist(), h.tolist()]).fetchone()[0]
+            for p, h in zip(particles, hlf, strict=True)
+        ]
+        label = con.execute(
+            "SELECT ic.label(?, ?)", [particles[0].ravel().tolist(), hlf[0].tolist()]
+        ).fetchone()[0]
+    expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert np.abs(np.array(rows) - expected).max() <= 1e-5
+    assert label in ("W+jets", "QCD", "ttbar")
+
+
+@pytest.mark.postgres
+def test_postgres_fast_path_scores_the_inclusive_classifier(classifier_path, postgres_dsn, capsys):
+    with psycopg.connect(postgres_dsn) as con:
+        if not con.execute(
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'plpython3u'"
+        ).fetchone()[0]:
+            pytest.skip("plpython3u is not installed (Debian: postgresql-plpython3-15 and python3-numpy)")
+    base = [
+        "--model",
+        str(classifier_path),
+        "--dsn",
+        postgres_dsn,
+        "--name",
+        "ic",
+        "--quiet",
+        "--sample-rows",
+        "10",
+    ]
+    assert export_postgres(base) == 2
+    assert "'gru' (GRU) is not supported by target 'postgres'" in capsys.readouterr().err
+    assert export_postgres([*base, "--fast-path", "plpython"]) == 0
+    particles, hlf = models.padded_events(3, seed=2)
+    with psycopg.connect(postgres_dsn) as con:
+        rows = [
+            con.execute("SELECT ic.predict_proba(%s, %s)", [p.ravel().tolist(), h.tolist()]).fetchone()[0]
+            for p, h in zip(particles, hlf, strict=True)
+        ]
+    expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert np.abs(np.array(rows) - expected).max() <= 1e-5
+
+
+def test_onnx_exports_the_inclusive_classifier(classifier_path, tmp_path):
+    import onnxruntime
+
+    from export.onnx.__main__ import export
+
+    version, report = export(classifier_path, tmp_path, "ic", 10, 1e-5)
+    session = onnxruntime.InferenceSession(str(tmp_path / "ic" / str(version) / "model.onnx"))
+    particles, hlf = models.padded_events(3, seed=4)
+    got = session.run(None, {"GRU_input": particles, "HLF_input": hlf})[0]
+    expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert report.passed and np.abs(got - expected).max() <= 1e-5
+
+
+def test_masking_with_another_value_is_refused():
+    import keras
+
+    inputs = keras.Input((5, 3), name="sequence")
+    masked = keras.layers.Masking(mask_value=-1.0, name="pad")(inputs)
+    outputs = keras.layers.GRU(4, name="gru")(masked)
+    with pytest.raises(UnsupportedLayer, match=r"'pad' \(Masking\).*mask_value -1.0"):
+        to_ir(keras.Model(inputs, outputs), target="duckdb")
