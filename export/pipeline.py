@@ -122,12 +122,12 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
         )
         store.record(record)
         if request.load_test_data:
-            features, labels = test_data(prepared.metadata)
+            features, labels = load_test_split(prepared.metadata)
             store.load_test_data(request.name, features, labels)
     return record
 
 
-def test_data(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The test split of the data set the model was trained on (named in its metadata)."""
     from export.errors import ExportError
     from train import data

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from export import cli
 from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
-from export.pipeline import prepare, publish, test_data
+from export.pipeline import load_test_split, prepare, publish
 
 DESCRIPTION = """\
 Compile a trained Keras classifier into Oracle (19c to 23ai). Weights go into nnsql_tensors as
@@ -66,7 +66,7 @@ def script_only(args, request) -> int:
 
     prepared = prepare(request, CAPABILITIES)
     check_weights_finite(prepared.graph)
-    data = test_data(prepared.metadata) if request.load_test_data else None
+    data = load_test_split(prepared.metadata) if request.load_test_data else None
     written = write_scripts(args.script_only, request, prepared, args.script_version, data)
     print(f"wrote {len(written) + 1} scripts to {args.script_only}: run install.sql as the owning user")
     for path in written:
