@@ -143,7 +143,7 @@ def main() -> int:
     print(f"{'SQL scoring ms/row':<34}{1000 * seconds / rows:>16.4f}")
     print()
     print(f"Confusion matrix: {figure}")
-    print(f"Try it:  python -c \"import duckdb; print(duckdb.connect('{db}').sql(")
+    print(f"Try it:  .venv/bin/python -c \"import duckdb; print(duckdb.connect('{db}').sql(")
     print(f"           'SELECT id, {name}.label(features), label FROM {name}.testdata LIMIT 5'))\"")
     return 0
 
