@@ -50,3 +50,20 @@ def test_rendered_script_is_idempotent(tmp_path):
         store.install("tiny", 1, tiny_graph())
     con.execute(DuckDBGenerator(tiny_graph(), "tiny", 1).render())  # again: CREATE OR REPLACE
     assert con.sql("SELECT tiny.version()").fetchone() == (1,)
+
+
+def test_recurrent_graph_golden_text_and_execution(tmp_path):
+    from tests.golden.graphs import tiny_recurrent_graph
+
+    graph = tiny_recurrent_graph()
+    check_golden(DuckDBGenerator(graph, "rnn", 1).render(), "duckdb_tiny_recurrent.sql")
+    store = DuckDBStore(tmp_path / "r.duckdb", progress=False)
+    with store.transaction():
+        store.install("rnn", 1, graph)
+    sequence = np.random.default_rng(0).normal(size=(4, 3, 2))
+    sequence[1, 1, :] = 0.0  # a masked step in the middle
+    sequence[2, 2, :] = 0.0  # and at the end
+    extra = np.random.default_rng(1).normal(size=(4, 1))
+    inputs = {"sequence": sequence, "extra": extra}
+    np.testing.assert_allclose(store.predict_proba("rnn", inputs), reference.run(graph, inputs), atol=1e-12)
+    store.close()

@@ -42,3 +42,30 @@ def check_golden(text: str, filename: str) -> None:
     if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
         path.write_text(text)
     assert text == path.read_text(), f"generated text differs from {path}; UPDATE_GOLDEN=1 to accept"
+
+
+def tiny_recurrent_graph() -> ir.Graph:
+    """A (3 steps × 2 features) sequence → GRU(2) with zero-masking, joined with 1 extra input → softmax."""
+    generator = np.random.default_rng(5)
+    gru = ir.GRU(
+        name="gru",
+        inputs=("sequence",),
+        kernel=ir.Weights(generator.normal(0, 0.5, (2, 6)).round(2)),
+        recurrent_kernel=ir.Weights(generator.normal(0, 0.5, (2, 6)).round(2)),
+        bias=ir.Weights(generator.normal(0, 0.1, (2, 6)).round(2)),
+        steps=3,
+        mask_value=0.0,
+    )
+    joined = ir.Concatenate(name="joined", inputs=("gru", "extra"))
+    output = ir.Dense(
+        name="output",
+        inputs=("joined",),
+        kernel=ir.Weights(generator.normal(0, 0.5, (3, 2)).round(2)),
+        activation="softmax",
+    )
+    return ir.Graph(
+        inputs=(ir.TensorSpec("sequence", (3, 2)), ir.TensorSpec("extra", (1,))),
+        nodes=(gru, joined, output),
+        output="output",
+        classes=("a", "b"),
+    )
