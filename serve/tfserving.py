@@ -21,28 +21,26 @@ def parse(spec: str) -> tuple[str, str | None, str]:
     return match["name"], match["version"], match["suffix"] or ""
 
 
+def tensor_infos(specs: list[dict]) -> dict:
+    """TF Serving's TensorInfo for each input or output spec of the repository metadata."""
+    return {
+        spec["name"]: {
+            "dtype": "DT_FLOAT",
+            "tensor_shape": {"dim": [{"size": str(d)} for d in spec["shape"]]},
+            "name": spec["name"],
+        }
+        for spec in specs
+    }
+
+
 @blueprint.get("/v1/models/<path:spec>")
 def status_or_metadata(spec: str) -> Response:
     name, version, suffix = parse(spec)
     model = repository().get(name, version)
     if suffix == "/metadata":
         signature = {
-            "inputs": {
-                s["name"]: {
-                    "dtype": "DT_FLOAT",
-                    "tensor_shape": {"dim": [{"size": str(d)} for d in s["shape"]]},
-                    "name": s["name"],
-                }
-                for s in model.inputs
-            },
-            "outputs": {
-                s["name"]: {
-                    "dtype": "DT_FLOAT",
-                    "tensor_shape": {"dim": [{"size": str(d)} for d in s["shape"]]},
-                    "name": s["name"],
-                }
-                for s in model.outputs
-            },
+            "inputs": tensor_infos(model.inputs),
+            "outputs": tensor_infos(model.outputs),
             "method_name": "tensorflow/serving/predict",
         }
         return jsonify(
