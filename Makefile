@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Debian packages the tests and demo use (installed only when running as root and missing).
-APT_PACKAGES := postgresql postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver
+APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk
 
 .PHONY: setup demo test test-fast lint format bench clean supported
 

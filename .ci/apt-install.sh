@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
 # Installs the named Debian packages that are missing, when running as root; otherwise says what is missing.
-# A package the configured archives do not offer is skipped with a note (the tests that need it skip).
+# A package the archives offer but that fails to install stops the run with one line naming it.
+# A package no archive offers is reported (the CI=true test run then fails on whatever needed it).
 set -euo pipefail
+
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]; }
+offered() {
+  # No `| grep -q` here: under pipefail, grep's early exit makes apt-cache die of SIGPIPE (status 141).
+  local policy
+  policy="$(apt-cache policy "$1" 2>/dev/null || true)"
+  [[ "$policy" =~ Candidate:\ [^\(] ]]
+}
+
 missing=()
 for pkg in "$@"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  installed "$pkg" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-  echo "Note: Debian packages not installed (need root): ${missing[*]}; tests that need them will be skipped." >&2
+  echo "Note: Debian packages not installed (need root): ${missing[*]}; install them with apt-get." >&2
   exit 0
 fi
 apt-get update -qq
 available=()
 for pkg in "${missing[@]}"; do
-  if apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [^(]'; then
+  if offered "$pkg"; then
     available+=("$pkg")
   else
-    echo "Note: $pkg is not offered by this system's archives; skipping it." >&2
+    echo "Note: $pkg is not offered by this system's archives; the tests that need it will fail under CI." >&2
   fi
 done
 [ ${#available[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${available[*]}"
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${available[@]}" >/dev/null
+if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${available[@]}" \
+  >/tmp/nnsql-apt.log 2>&1; then
+  tail -n 20 /tmp/nnsql-apt.log >&2
+  echo "error: apt-get could not install: ${available[*]} (log: /tmp/nnsql-apt.log)" >&2
+  exit 1
+fi
+for pkg in "${available[@]}"; do
+  installed "$pkg" || { echo "error: Debian package $pkg did not install" >&2; exit 1; }
+done
