@@ -14,6 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
+from export.sqlformat import wrap
 from export.sqltext import literal, string_list
 from export.target import Capabilities, emitted_kinds, emitter, register
 
@@ -210,7 +211,7 @@ class DuckDBGenerator:
             undefined=StrictUndefined,
             keep_trailing_newline=True,
         )
-        return environment.get_template("model.sql.j2").render(
+        text = environment.get_template("model.sql.j2").render(
             name=self.name,
             version=self.version,
             sha256=self.graph.sha256(),
@@ -221,6 +222,7 @@ class DuckDBGenerator:
             n_classes=self.graph.n_classes,
             classes=string_list(self.graph.classes),
         )
+        return wrap(text)
 
 
 CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(DuckDBGenerator)))

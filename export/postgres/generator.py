@@ -13,6 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
 from export.postgres.plpython import PlPythonGenerator
+from export.sqlformat import wrap_line
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
 
@@ -107,10 +108,10 @@ class PostgresGenerator:
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
             arguments=", ".join(spec.name for spec in self.graph.inputs),
             variables=list(self.variables()),
-            checks=list(self.checks()),
+            checks=[wrap_line(check) for check in self.checks()],
             tensors=list(self.tensors()),
             # the PL/pgSQL body, or the PL/Python one on the fast path (which compiles more node kinds)
-            statements=[] if self.fast_path else [self.statement(node) for node in self.graph.nodes],
+            statements=[] if self.fast_path else [wrap_line(self.statement(n)) for n in self.graph.nodes],
             output=self.var(self.graph.output),
             classes=array_literal(self.graph.classes),
             plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()

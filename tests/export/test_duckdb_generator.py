@@ -1,6 +1,5 @@
 """Golden text and direct execution of the DuckDB generator on a hand-made IR (no Keras)."""
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -43,13 +42,18 @@ def test_node_kind_without_emitter_is_unsupported():
 
 
 def test_rendered_script_is_idempotent(tmp_path):
-    con = duckdb.connect(str(tmp_path / "x.duckdb"))
-    store = DuckDBStore.__new__(DuckDBStore)
-    store.con, store.progress = con, False
+    """Running a version's script again (as a retried export does) changes nothing and still scores."""
+    store = DuckDBStore(tmp_path / "x.duckdb", progress=False)
     with store.transaction():
         store.install("tiny", 1, tiny_graph())
-    con.execute(DuckDBGenerator(tiny_graph(), "tiny", 1).render())  # again: CREATE OR REPLACE
-    assert con.sql("SELECT tiny.version()").fetchone() == (1,)
+    x = {"features": np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])}
+    macros = "SELECT function_name FROM duckdb_functions() WHERE schema_name = 'tiny' ORDER BY 1"
+    before = (store.predict_proba("tiny", x), store.con.sql(macros).fetchall())
+    store.con.execute(DuckDBGenerator(tiny_graph(), "tiny", 1).render())  # again: CREATE OR REPLACE
+    np.testing.assert_array_equal(store.predict_proba("tiny", x), before[0])
+    assert store.con.sql(macros).fetchall() == before[1]
+    assert len(before[1]) == 6 and store.con.sql("SELECT tiny.version()").fetchone() == (1,)
+    store.close()
 
 
 def test_recurrent_graph_golden_text_and_execution(tmp_path):

@@ -5,8 +5,20 @@ CREATE SCHEMA IF NOT EXISTS tiny;
 
 CREATE OR REPLACE MACRO tiny.params() AS (
     SELECT [{
-        hidden: (SELECT list_transform(range(2), lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: b.value[_nn_j + 1]}) FROM nnsql.tensors k, nnsql.tensors b WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'hidden.kernel' AND b.model = 'tiny' AND b.version = 3 AND b.tensor = 'hidden.bias'),
-        output: (SELECT list_transform(range(2), lambda _nn_j: {w: k.value[_nn_j * 2 + 1 : (_nn_j + 1) * 2], b: 0.0}) FROM nnsql.tensors k WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'output.kernel')
+        hidden: (
+            SELECT list_transform(
+                range(2),
+                lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: b.value[_nn_j + 1]}
+            ) FROM nnsql.tensors k,
+            nnsql.tensors b WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'hidden.kernel' AND
+                b.model = 'tiny' AND b.version = 3 AND b.tensor = 'hidden.bias'
+        ),
+        output: (
+            SELECT list_transform(
+                range(2),
+                lambda _nn_j: {w: k.value[_nn_j * 2 + 1 : (_nn_j + 1) * 2], b: 0.0}
+            ) FROM nnsql.tensors k WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'output.kernel'
+        )
     }]
 );
 
@@ -14,13 +26,41 @@ CREATE OR REPLACE MACRO tiny.params() AS (
 CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
     CASE
         WHEN features IS NULL THEN NULL
-        WHEN len(features) <> 3 THEN error('tiny.predict_proba: features must have 3 values, got ' || len(features))
+        WHEN len(features) <> 3 THEN error(
+            'tiny.predict_proba: features must have 3 values, got ' || len(features)
+        )
         WHEN list_count(features) <> 3 THEN error('tiny.predict_proba: features contains NULL values')
         ELSE (
             list_transform(tiny.params(), lambda _nn_p:
             list_transform([features::DOUBLE[]], lambda _nn_features:
-            list_transform([list_transform(_nn_p.hidden, lambda _nn_u: greatest(list_dot_product(_nn_u.w, _nn_features) + _nn_u.b, 0.0))], lambda _nn_hidden:
-            list_transform([list_transform([list_transform(_nn_p.output, lambda _nn_u: list_dot_product(_nn_u.w, _nn_hidden) + _nn_u.b)], lambda _nn_v: list_transform([list_transform([list_max(_nn_v)], lambda _nn_m: list_transform(_nn_v, lambda _nn_e: exp(_nn_e - _nn_m)))[1]], lambda _nn_x: list_transform([list_sum(_nn_x)], lambda _nn_s: list_transform(_nn_x, lambda _nn_e: _nn_e / _nn_s))[1])[1])[1]], lambda _nn_output:
+            list_transform([
+                list_transform(
+                    _nn_p.hidden,
+                    lambda _nn_u: greatest(list_dot_product(_nn_u.w, _nn_features) + _nn_u.b, 0.0)
+                )
+            ], lambda _nn_hidden:
+            list_transform([
+                list_transform(
+                    [
+                        list_transform(
+                            _nn_p.output,
+                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_hidden) + _nn_u.b
+                        )
+                    ],
+                    lambda _nn_v: list_transform(
+                        [
+                            list_transform(
+                                [list_max(_nn_v)],
+                                lambda _nn_m: list_transform(_nn_v, lambda _nn_e: exp(_nn_e - _nn_m))
+                            )[1]
+                        ],
+                        lambda _nn_x: list_transform(
+                            [list_sum(_nn_x)],
+                            lambda _nn_s: list_transform(_nn_x, lambda _nn_e: _nn_e / _nn_s)
+                        )[1]
+                    )[1]
+                )[1]
+            ], lambda _nn_output:
             _nn_output
             )[1])[1])[1])[1])
     END

@@ -5,8 +5,36 @@ CREATE SCHEMA IF NOT EXISTS rnn;
 
 CREATE OR REPLACE MACRO rnn.params() AS (
     SELECT [{
-        gru: (SELECT list_transform(range(2), lambda _nn_j: {j: _nn_j + 1, wz: k.value[(0 + _nn_j) * 2 + 1 : ((0 + _nn_j) + 1) * 2], uz: r.value[(0 + _nn_j) * 2 + 1 : ((0 + _nn_j) + 1) * 2], bz: b.value[0 + _nn_j + 1], rbz: b.value[6 + _nn_j + 1], wr: k.value[(2 + _nn_j) * 2 + 1 : ((2 + _nn_j) + 1) * 2], ur: r.value[(2 + _nn_j) * 2 + 1 : ((2 + _nn_j) + 1) * 2], br: b.value[2 + _nn_j + 1], rbr: b.value[8 + _nn_j + 1], wh: k.value[(4 + _nn_j) * 2 + 1 : ((4 + _nn_j) + 1) * 2], uh: r.value[(4 + _nn_j) * 2 + 1 : ((4 + _nn_j) + 1) * 2], bh: b.value[4 + _nn_j + 1], rbh: b.value[10 + _nn_j + 1]}) FROM nnsql.tensors k, nnsql.tensors r, nnsql.tensors b WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'gru.kernel' AND r.model = 'rnn' AND r.version = 1 AND r.tensor = 'gru.recurrent_kernel' AND b.model = 'rnn' AND b.version = 1 AND b.tensor = 'gru.bias'),
-        output: (SELECT list_transform(range(2), lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: 0.0}) FROM nnsql.tensors k WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'output.kernel')
+        gru: (
+            SELECT list_transform(
+                range(2),
+                lambda _nn_j: {
+                    j: _nn_j + 1,
+                    wz: k.value[(0 + _nn_j) * 2 + 1 : ((0 + _nn_j) + 1) * 2],
+                    uz: r.value[(0 + _nn_j) * 2 + 1 : ((0 + _nn_j) + 1) * 2],
+                    bz: b.value[0 + _nn_j + 1],
+                    rbz: b.value[6 + _nn_j + 1],
+                    wr: k.value[(2 + _nn_j) * 2 + 1 : ((2 + _nn_j) + 1) * 2],
+                    ur: r.value[(2 + _nn_j) * 2 + 1 : ((2 + _nn_j) + 1) * 2],
+                    br: b.value[2 + _nn_j + 1],
+                    rbr: b.value[8 + _nn_j + 1],
+                    wh: k.value[(4 + _nn_j) * 2 + 1 : ((4 + _nn_j) + 1) * 2],
+                    uh: r.value[(4 + _nn_j) * 2 + 1 : ((4 + _nn_j) + 1) * 2],
+                    bh: b.value[4 + _nn_j + 1],
+                    rbh: b.value[10 + _nn_j + 1]
+                }
+            ) FROM nnsql.tensors k,
+            nnsql.tensors r,
+            nnsql.tensors b WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'gru.kernel' AND r.model = 'rnn'
+                AND r.version = 1 AND r.tensor = 'gru.recurrent_kernel' AND b.model = 'rnn' AND b.version = 1
+                AND b.tensor = 'gru.bias'
+        ),
+        output: (
+            SELECT list_transform(
+                range(2),
+                lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: 0.0}
+            ) FROM nnsql.tensors k WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'output.kernel'
+        )
     }]
 );
 
@@ -14,7 +42,9 @@ CREATE OR REPLACE MACRO rnn.params() AS (
 CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
     CASE
         WHEN sequence IS NULL THEN NULL
-        WHEN len(sequence) <> 6 THEN error('rnn.predict_proba: sequence must have 6 values, got ' || len(sequence))
+        WHEN len(sequence) <> 6 THEN error(
+            'rnn.predict_proba: sequence must have 6 values, got ' || len(sequence)
+        )
         WHEN list_count(sequence) <> 6 THEN error('rnn.predict_proba: sequence contains NULL values')
         WHEN extra IS NULL THEN NULL
         WHEN len(extra) <> 1 THEN error('rnn.predict_proba: extra must have 1 values, got ' || len(extra))
@@ -23,9 +53,74 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
             list_transform(rnn.params(), lambda _nn_p:
             list_transform([sequence::DOUBLE[]], lambda _nn_sequence:
             list_transform([extra::DOUBLE[]], lambda _nn_extra:
-            list_transform([list_reduce(list_transform(range(3), lambda _nn_t: {h: []::DOUBLE[], t: _nn_t}), lambda _nn_acc, _nn_step: {h: list_transform([{x: _nn_sequence[_nn_step.t * 2 + 1 : (_nn_step.t + 1) * 2], h: _nn_acc.h}], lambda _nn_s: CASE WHEN list_bool_or(list_transform(_nn_s.x, lambda _nn_e: _nn_e <> 0.0)) THEN list_transform(_nn_p.gru, lambda _nn_u: list_transform([{z: 1.0 / (1.0 + exp(-(list_dot_product(_nn_s.x, _nn_u.wz) + _nn_u.bz + list_dot_product(_nn_s.h, _nn_u.uz) + _nn_u.rbz))), r: 1.0 / (1.0 + exp(-(list_dot_product(_nn_s.x, _nn_u.wr) + _nn_u.br + list_dot_product(_nn_s.h, _nn_u.ur) + _nn_u.rbr)))}], lambda _nn_g: _nn_g.z * _nn_s.h[_nn_u.j] + (1.0 - _nn_g.z) * tanh(list_dot_product(_nn_s.x, _nn_u.wh) + _nn_u.bh + _nn_g.r * (list_dot_product(_nn_s.h, _nn_u.uh) + _nn_u.rbh)))[1]) ELSE _nn_s.h END)[1], t: _nn_step.t}, {h: list_transform(range(2), lambda _nn_i: 0.0::DOUBLE), t: -1}).h], lambda _nn_gru:
+            list_transform([
+                list_reduce(
+                    list_transform(range(3), lambda _nn_t: {h: []::DOUBLE[], t: _nn_t}),
+                    lambda _nn_acc,
+                    _nn_step: {
+                        h: list_transform(
+                            [{x: _nn_sequence[_nn_step.t * 2 + 1 : (_nn_step.t + 1) * 2], h: _nn_acc.h}],
+                            lambda _nn_s: CASE WHEN list_bool_or(
+                                list_transform(_nn_s.x, lambda _nn_e: _nn_e <> 0.0)
+                            ) THEN list_transform(
+                                _nn_p.gru,
+                                lambda _nn_u: list_transform(
+                                    [
+                                        {
+                                            z: 1.0 / (
+                                                1.0 + exp(
+                                                    -(
+                                                        list_dot_product(_nn_s.x, _nn_u.wz) + _nn_u.bz +
+                                                            list_dot_product(_nn_s.h, _nn_u.uz) + _nn_u.rbz
+                                                    )
+                                                )
+                                            ),
+                                            r: 1.0 / (
+                                                1.0 + exp(
+                                                    -(
+                                                        list_dot_product(_nn_s.x, _nn_u.wr) + _nn_u.br +
+                                                            list_dot_product(_nn_s.h, _nn_u.ur) + _nn_u.rbr
+                                                    )
+                                                )
+                                            )
+                                        }
+                                    ],
+                                    lambda _nn_g: _nn_g.z * _nn_s.h[_nn_u.j] + (1.0 - _nn_g.z) * tanh(
+                                        list_dot_product(_nn_s.x, _nn_u.wh) + _nn_u.bh + _nn_g.r * (
+                                            list_dot_product(_nn_s.h, _nn_u.uh) + _nn_u.rbh
+                                        )
+                                    )
+                                )[1]
+                            ) ELSE _nn_s.h END
+                        )[1],
+                        t: _nn_step.t
+                    },
+                    {h: list_transform(range(2), lambda _nn_i: 0.0::DOUBLE), t: -1}
+                ).h
+            ], lambda _nn_gru:
             list_transform([list_concat(_nn_gru, _nn_extra)], lambda _nn_joined:
-            list_transform([list_transform([list_transform(_nn_p.output, lambda _nn_u: list_dot_product(_nn_u.w, _nn_joined) + _nn_u.b)], lambda _nn_v: list_transform([list_transform([list_max(_nn_v)], lambda _nn_m: list_transform(_nn_v, lambda _nn_e: exp(_nn_e - _nn_m)))[1]], lambda _nn_x: list_transform([list_sum(_nn_x)], lambda _nn_s: list_transform(_nn_x, lambda _nn_e: _nn_e / _nn_s))[1])[1])[1]], lambda _nn_output:
+            list_transform([
+                list_transform(
+                    [
+                        list_transform(
+                            _nn_p.output,
+                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_joined) + _nn_u.b
+                        )
+                    ],
+                    lambda _nn_v: list_transform(
+                        [
+                            list_transform(
+                                [list_max(_nn_v)],
+                                lambda _nn_m: list_transform(_nn_v, lambda _nn_e: exp(_nn_e - _nn_m))
+                            )[1]
+                        ],
+                        lambda _nn_x: list_transform(
+                            [list_sum(_nn_x)],
+                            lambda _nn_s: list_transform(_nn_x, lambda _nn_e: _nn_e / _nn_s)
+                        )[1]
+                    )[1]
+                )[1]
+            ], lambda _nn_output:
             _nn_output
             )[1])[1])[1])[1])[1])[1])
     END

@@ -37,10 +37,11 @@ def tiny_graph() -> ir.Graph:
 
 
 def check_golden(text: str, filename: str) -> None:
-    """Compare with the stored text; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    """Compare with the stored text. A missing golden file fails; UPDATE_GOLDEN=1 writes it (then review)."""
     path = GOLDEN_DIR / filename
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
+    if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)
+    assert path.exists(), f"golden file {path} is missing; UPDATE_GOLDEN=1 writes it from today's generator"
     assert text == path.read_text(), f"generated text differs from {path}; UPDATE_GOLDEN=1 to accept"
 
 
