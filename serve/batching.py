@@ -44,6 +44,7 @@ class Batcher:
         self.on_batch = on_batch or (lambda rows: None)
         self.queue: queue.Queue[Pending] = queue.Queue()
         self.closed = threading.Event()
+        self.carried: Pending | None = None  # taken from the queue but left for the next batch
         self.thread = threading.Thread(target=self._loop, name=f"batcher-{name}", daemon=True)
         self.thread.start()
 
@@ -68,10 +69,12 @@ class Batcher:
         self.closed.set()
 
     def _collect(self) -> list[Pending] | None:
-        try:
-            first = self.queue.get(timeout=0.2)
-        except queue.Empty:
-            return None
+        first, self.carried = self.carried, None
+        if first is None:
+            try:
+                first = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                return None
         batch, rows = [first], first.rows
         deadline = time.monotonic() + self.delay
         while rows < self.max_batch:
@@ -81,6 +84,9 @@ class Batcher:
             try:
                 item = self.queue.get(timeout=remaining)
             except queue.Empty:
+                break
+            if rows + item.rows > self.max_batch:
+                self.carried = item  # it would overflow this batch: it starts the next one
                 break
             batch.append(item)
             rows += item.rows

@@ -12,7 +12,9 @@ import numpy as np
 import psycopg
 
 from export.duckdb.__main__ import main as export_duckdb
+from export.oracle.__main__ import main as export_oracle
 from export.postgres.__main__ import main as export_postgres
+from tests.export.plsql_interpreter import load_scripts
 
 # Fewer parity rows than the product's default of 1,000 keep the suite fast; the check is the same.
 TEST_SAMPLE_ROWS = ["--sample-rows", "100"]
@@ -59,13 +61,19 @@ class DuckDBExecutor:
 class PostgresExecutor:
     target = "postgres"
     error = psycopg.Error
+    options: tuple[str, ...] = ()
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
 
     def export(self, model: Path, name: str = "mnist", *extra: str) -> int:
         return export_postgres(
-            ["--model", str(model), "--dsn", self.dsn, "--name", name, "--quiet", *TEST_SAMPLE_ROWS, *extra]
+            [
+                *("--model", str(model), "--dsn", self.dsn, "--name", name, "--quiet"),
+                *TEST_SAMPLE_ROWS,
+                *self.options,
+                *extra,
+            ]
         )
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
@@ -86,3 +94,27 @@ class PostgresExecutor:
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2"
         )
+
+
+class PlPythonExecutor(PostgresExecutor):
+    """The PostgreSQL target with the PL/Python + numpy fast path (the fixture's role is a superuser)."""
+
+    target = "postgres+plpython"
+    options = ("--fast-path", "plpython")
+
+
+class OracleScriptExecutor:
+    """Oracle without a server: `--script-only` scripts, run by the independent numpy BLAS interpreter."""
+
+    target = "oracle"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.directory = tmp_path / "oracle_scripts"
+
+    def export(self, model: Path, name: str = "mnist", *extra: str) -> int:
+        args = ["--model", str(model), "--name", name, "--script-only", str(self.directory), "--quiet"]
+        return export_oracle([*args, "--sample-rows", "50", *extra])
+
+    def predict(self, name: str, x: np.ndarray, input_name: str) -> np.ndarray:
+        interpreter = load_scripts(self.directory)
+        return np.array([interpreter.run({input_name: row}) for row in x])

@@ -7,19 +7,39 @@ import numpy as np
 import pytest
 
 from tests import models
-from tests.export.executors import DuckDBExecutor, PostgresExecutor
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("duckdb", marks=pytest.mark.duckdb),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
+from tests.export.executors import (
+    DuckDBExecutor,
+    OracleScriptExecutor,
+    PlPythonExecutor,
+    PostgresExecutor,
 )
-def target(request, tmp_path):
-    if request.param == "duckdb":
+
+DATABASES = [
+    pytest.param("duckdb", marks=pytest.mark.duckdb),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("postgres+plpython", marks=pytest.mark.postgres),
+]
+
+
+def executor(kind: str, request, tmp_path):
+    if kind == "duckdb":
         return DuckDBExecutor(tmp_path)
-    return PostgresExecutor(request.getfixturevalue("postgres_dsn"))
+    if kind == "oracle":
+        return OracleScriptExecutor(tmp_path)
+    executor_class = PlPythonExecutor if kind == "postgres+plpython" else PostgresExecutor
+    return executor_class(request.getfixturevalue("postgres_dsn"))
+
+
+@pytest.fixture(params=DATABASES)
+def target(request, tmp_path):
+    """Every target with a real database here: the whole grid runs on each."""
+    return executor(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=[*DATABASES, pytest.param("oracle", marks=pytest.mark.oracle)])
+def scorer(request, tmp_path):
+    """Every target, Oracle included through the independent numpy BLAS interpreter: parity only."""
+    return executor(request.param, request, tmp_path)
 
 
 def versions(target, name: str = "mnist") -> list[tuple]:
@@ -27,15 +47,18 @@ def versions(target, name: str = "mnist") -> list[tuple]:
 
 
 @pytest.mark.parametrize("fixture", ["cern_mlp_path", "mixed_layers_path", "digits_model"])
-def test_in_database_probabilities_match_tensorflow(target, fixture, request):
+def test_in_database_probabilities_match_tensorflow(scorer, fixture, request):
     model_path = request.getfixturevalue(fixture)
-    assert target.export(model_path) == 0
+    assert scorer.export(model_path) == 0
     model = keras.saving.load_model(model_path)
     shape = tuple(model.inputs[0].shape[1:])
     x = np.random.default_rng(7).random((100, *shape), dtype=np.float32)
     x[:, ::3] = 0.0  # image rows are sparse; the PostgreSQL kernel skips zeros
     expected = model.predict(x, verbose=0)
-    actual = target.predict("mnist", x)
+    if isinstance(scorer, OracleScriptExecutor):
+        actual = scorer.predict("mnist", x, model.inputs[0].name)
+    else:
+        actual = scorer.predict("mnist", x)
     assert np.abs(actual - expected).max() <= 1e-5  # float32 parity (see export/parity.py)
     assert (actual.argmax(1) == expected.argmax(1)).all()
 
@@ -89,11 +112,14 @@ def test_wrong_length_is_an_error_naming_the_expected_length(target, cern_mlp_pa
     assert target.query("SELECT mnist.score(NULL)") == [(None,)]
 
 
-def test_labels_come_from_metadata(target, digits_model):
-    assert target.export(digits_model, "digits") == 0
-    label = target.query("SELECT digits.label(?)", [[0.0] * 64])[0][0]
-    assert label in [str(d) for d in range(10)]
-    assert target.query("SELECT digits.classes()")[0][0] == [str(d) for d in range(10)]
+def test_labels_come_from_metadata(target, tmp_path):
+    labels = ["T-shirt/top", "Trouser", "it's a bag", "Sandal", "Ankle boot", "5", "6", "7", "8", "9"]
+    model = models.cern_mlp(n_features=64, seed=8)
+    assert target.export(models.save(model, tmp_path / "labelled", classes=labels), "digits") == 0
+    x = np.random.default_rng(9).random((20, 64), dtype=np.float32)
+    expected = [labels[i] for i in model.predict(x, verbose=0).argmax(1)]
+    assert [target.query("SELECT digits.label(?)", [row.tolist()])[0][0] for row in x] == expected
+    assert target.query("SELECT digits.classes()")[0][0] == labels
 
 
 @pytest.mark.parametrize(
