@@ -125,7 +125,7 @@ def raw_ceiling(repo: Path, seconds: float) -> dict:
 
     return {
         "single_row_calls_per_second": round(rate(row), 1),
-        "batched_rows_per_second": round(32 * rate(batch), 1),
+        "batched_rows_per_second": round(BATCH_ROWS * rate(batch), 1),
     }
 
 
@@ -197,8 +197,11 @@ def report(results: dict, ceiling: dict, args: argparse.Namespace) -> None:
         f"{'payload/clients':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'ceiling/server':>16}{'errors':>8}"
     )
     for name, figures in results.items():
-        served = figures.get("rows_per_second", figures["requests_per_second"])
-        ratio = ceiling["batched_rows_per_second"] / served
+        # single-row payloads against raw single-row calls; batched ones against raw batched rows
+        if "rows_per_second" in figures:
+            ratio = ceiling["batched_rows_per_second"] / figures["rows_per_second"]
+        else:
+            ratio = ceiling["single_row_calls_per_second"] / figures["requests_per_second"]
         print(
             f"{name:<22}{figures['requests_per_second']:>10,.0f}{figures['p50_ms']:>9.2f}{figures['p99_ms']:>9.2f}"
             f"{ratio:>16.1f}{figures['errors']:>8}"
