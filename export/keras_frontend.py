@@ -187,18 +187,21 @@ def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     shape = tuple(tensor.shape[1:])
     if any(dim is None for dim in shape):
         raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"variable dimension in shape {shape}")
-    if str(tensor.dtype) != "float32":
+    if (
+        getattr(tensor.dtype, "name", str(tensor.dtype)) != "float32"
+    ):  # a string in Keras 3, a DType in tf.keras
         raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"dtype {tensor.dtype}")
     return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape))
 
 
 def positional_tensors(inbound: Any) -> list[Any]:
     """The tensors a layer was called on, without keyword arguments such as a propagated `mask`
-    (the mask's own ops are not part of the network: recurrent nodes carry the mask value instead)."""
+    (the mask's own ops are not part of the network: recurrent nodes carry the mask value instead).
+    Keras 3 keeps them in `node.arguments.args`, legacy tf.keras in `node.call_args`."""
     import keras
 
-    flat = keras.tree.flatten(list(inbound.arguments.args))
-    return [item for item in flat if isinstance(item, keras.KerasTensor)]
+    args = inbound.arguments.args if hasattr(inbound, "arguments") else inbound.call_args
+    return [item for item in keras.tree.flatten(list(args)) if hasattr(item, "_keras_history")]
 
 
 def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph:
@@ -245,21 +248,60 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
         raise ExportError(f"cannot read {path}: {error}") from error
 
 
+LEGACY_FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
+
+
 def load_model(path: str | Path) -> Any:
-    """Load a Keras model file with a clear error for a missing, foreign or corrupt file."""
+    """Load a model as users save them: Keras 3's `.keras`, or, with TensorFlow's legacy Keras 2 package
+    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. One clear line otherwise."""
     path = Path(path)
     if not path.exists():
         raise ExportError(f"model file not found: {path}")
     if path.is_dir():
-        raise ExportError(f"{path} is a directory: pass the .keras file (e.g. {path}/model.keras)")
-    if path.suffix not in (".keras", ".h5"):
-        raise ExportError(f"{path} is not a Keras model: expected a .keras (or .h5) file")
-    if path.suffix == ".keras" and not zipfile.is_zipfile(path):
+        if (path / "saved_model.pb").is_file():
+            return _load_legacy(path, "a SavedModel directory")
+        raise ExportError(f"{path} is a directory without saved_model.pb; expected {LEGACY_FORMATS}")
+    if path.suffix in (".h5", ".hdf5"):
+        return _load_legacy(path, "an HDF5 file")
+    if path.suffix != ".keras":
+        raise ExportError(f"{path} is not a Keras model: expected {LEGACY_FORMATS}")
+    if not zipfile.is_zipfile(path):
         raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
     import keras  # deferred: importing TensorFlow takes seconds
 
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as error:  # Keras raises many types for a corrupt file
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise ExportError(f"cannot load Keras model {path}: {first_line}") from error
+        raise ExportError(f"cannot load Keras model {path}: {first_line(error)}") from error
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _load_legacy(path: Path, kind: str) -> Any:
+    """tf.keras (Keras 2) first, the format's own reader; then Keras 3, which writes .h5 files too."""
+    try:
+        import tf_keras
+
+        return tf_keras.models.load_model(path, compile=False)
+    except Exception as legacy_error:
+        if kind != "an HDF5 file":
+            raise ExportError(
+                f"cannot load {kind} {path} with tf.keras: {first_line(legacy_error)}"
+            ) from None
+        import keras
+
+        try:
+            return keras.saving.load_model(path, compile=False)
+        except Exception as error:
+            raise ExportError(
+                f"cannot load {path}: tf.keras said {first_line(legacy_error)!r}; "
+                f"Keras 3 said {first_line(error)!r}"
+            ) from None
+
+
+def is_legacy(model: Any) -> bool:
+    """True for a model of TensorFlow's legacy Keras 2 package (tf-keras), False for Keras 3."""
+    return type(model).__module__.startswith("tf_keras")

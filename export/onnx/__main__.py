@@ -9,7 +9,7 @@ import numpy as np
 
 from export import cli, parity
 from export.errors import ExportError
-from export.keras_frontend import load_model, read_metadata
+from export.keras_frontend import is_legacy, load_model, read_metadata
 from export.names import check_model_name
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
 from export.samples import SampleSet
@@ -28,7 +28,10 @@ def convert(model, path: Path) -> None:
     import onnx
 
     try:
-        model.export(str(path), format="onnx", verbose=False)
+        if is_legacy(model):
+            legacy_to_onnx(model, path)
+        else:
+            model.export(str(path), format="onnx", verbose=False)
     except Exception as error:  # the converter raises many types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
@@ -39,6 +42,18 @@ def convert(model, path: Path) -> None:
     graph_model.graph.output[0].name = OUTPUT_NAME
     onnx.checker.check_model(graph_model)
     onnx.save(graph_model, str(path))
+
+
+def legacy_to_onnx(model, path: Path) -> None:
+    """A tf.keras (Keras 2) model through tf2onnx directly, inputs named as in the Keras model."""
+    import tensorflow as tf
+    import tf2onnx
+
+    signature = [
+        tf.TensorSpec((None, *tensor.shape[1:]), tf.float32, name=tensor.name.split(":")[0])
+        for tensor in model.inputs
+    ]
+    tf2onnx.convert.from_keras(model, input_signature=signature, output_path=str(path))
 
 
 def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
@@ -60,7 +75,10 @@ def sample_set(model, rows: int, metadata: dict) -> SampleSet:
         return SampleSet(keyed, samples.source)
     except ExportError:  # a layer our IR lacks: ONNX may still convert it; use seeded random rows
         generator = np.random.default_rng(0)
-        inputs = {t.name: generator.random((rows, *t.shape[1:]), dtype=np.float32) for t in model.inputs}
+        inputs = {
+            t.name: generator.random((rows, *(int(d) for d in t.shape[1:])), dtype=np.float32)
+            for t in model.inputs
+        }
         return SampleSet(inputs, f"{rows} seeded uniform random rows")
 
 
