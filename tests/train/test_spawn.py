@@ -163,7 +163,11 @@ def test_dry_run_prints_yaml_without_a_cluster(runs, capsys, monkeypatch, tmp_pa
     assert spawn.main(args) == 0
     documents = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in documents] == ["ConfigMap", "Secret", "Service", "Job"]
-    assert documents[1]["stringData"] == {"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "xyz"}
+    assert documents[1]["stringData"] == {
+        "AWS_ACCESS_KEY_ID": "<redacted>",
+        "AWS_SECRET_ACCESS_KEY": "<redacted>",
+    }
+    assert manifests.read_env_file(env_file) == {"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "xyz"}
     assert not runs.exists()
 
 
@@ -185,7 +189,7 @@ def test_preflight_errors_and_warnings(tmp_path):
     )
     assert any("builds the model before the strategy" in e for e in early.errors)
     alone = preflight.check(write(tmp_path, "import keras\nkeras.Sequential([])\n"))
-    assert any("creates no MultiWorkerMirroredStrategy" in e for e in alone.errors)
+    assert any("creates no distribution strategy" in e for e in alone.errors)
     careless = preflight.check(
         write(
             tmp_path,
@@ -229,3 +233,118 @@ def test_two_workers_on_kubernetes(runs):
         spawn.main(["--backend", "kubernetes", "-w", "2", "--image", image, "--cpu", "500m", str(script)])
         == 0
     )
+
+
+POD_FILE = """
+apiVersion: v1
+kind: Pod
+metadata: {name: tfspawner-template}
+spec:
+  tolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoSchedule}]
+  imagePullSecrets: [{name: registry}]
+  containers:
+  - name: ignored
+    image: ignored/image
+    env: [{name: EOS_MGM_URL, value: "root://eosuser.cern.ch"}, {name: TOT_WORKERS, value: "99"}]
+    volumeMounts: [{name: eos, mountPath: /eos}]
+  volumes: [{name: eos, hostPath: {path: /eos}}]
+"""
+
+
+@pytest.mark.parametrize("keras", ["2", "3"])
+def test_tf_spawner_options_reach_the_manifests(runs, capsys, tmp_path, keras):
+    (tmp_path / "pod.yaml").write_text(POD_FILE)
+    (tmp_path / "setup.sh").write_text("pip install --user pandas\n")
+    args = ["--backend", "kubernetes", "-w", "3", "--dry-run", "--keras", keras, "--tag", "Physics Run"]
+    args += [
+        "--port",
+        "3333",
+        "--pod-file",
+        str(tmp_path / "pod.yaml"),
+        "--command",
+        str(tmp_path / "setup.sh"),
+    ]
+    assert spawn.main([*args, str(MNIST)]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    for document in documents:
+        kubernetes_validate.validate(document, "1.37.0", strict=True)
+        assert document["metadata"]["name"].startswith("physics-run-")
+    config, job = documents[0], documents[3]
+    assert config["data"]["command.sh"] == "pip install --user pandas\n"
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["TF_USE_LEGACY_KERAS"] == ("1" if keras == "2" else "0")
+    assert env["NNSQL_PORT"] == "3333" and container["ports"] == [{"name": "grpc", "containerPort": 3333}]
+    assert (
+        env["TOT_WORKERS"] == "3" and env["EOS_MGM_URL"] == "root://eosuser.cern.ch"
+    )  # ours win, theirs kept
+    assert container["image"] == manifests.ClusterOptions.image and container["name"] == "worker"
+    assert pod["tolerations"][0]["value"] == "ml" and pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert {v["name"] for v in pod["volumes"]} == {"eos", "script", "shared"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/eos", manifests.SCRIPT_DIR}
+    assert ". /nnsql/script/command.sh" in container["command"][2]
+
+
+def test_command_file_runs_in_each_local_worker_before_the_script(runs, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os\ndef make_strategy():\n    return None\nmake_strategy()\n"
+        "print('prepared' if os.environ.get('PREPARED') == os.environ['WORKER_NUMBER'] else 'not prepared')\n"
+    )
+    (tmp_path / "setup.sh").write_text('export PREPARED="$WORKER_NUMBER"\necho "setting up"\n')
+    assert spawn.main(["-w", "2", "--command", str(tmp_path / "setup.sh"), str(script)]) == 0
+    (run_dir,) = runs.iterdir()
+    for index in range(2):
+        log = (run_dir / "attempt-0" / f"worker-{index}.log").read_text()
+        assert log.splitlines() == ["setting up", "prepared"]
+    assert read_record(run_dir)["keras"] == "2"
+
+
+def test_tensorboard_serves_a_runs_collected_logs(runs, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    import requests
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    run_dir = runs / "r-tb"
+    logs = run_dir / "model" / "logs" / "train"
+    logs.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"backend": "local", "state": "succeeded"}))
+    writer = EventFileWriter(str(logs))
+    for step in range(3):
+        value = summary_pb2.Summary.Value(tag="epoch_loss", simple_value=1.0 / (step + 1))
+        writer.add_event(
+            event_pb2.Event(step=step, wall_time=time.time(), summary=summary_pb2.Summary(value=[value]))
+        )
+    writer.close()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "train.spawn", "tensorboard", "r-tb", "--port", str(port)]
+    server = subprocess.Popen(command, cwd=runs.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                answer = requests.get(f"http://127.0.0.1:{port}/data/runs", timeout=2)
+                if answer.ok and answer.json():
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, "TensorBoard did not come up"
+            time.sleep(0.5)
+        assert answer.json() == ["logs/train"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_tensorboard_without_logs_says_what_to_do(runs, capsys):
+    (runs / "r-empty").mkdir(parents=True)
+    (runs / "r-empty" / "run.json").write_text("{}")
+    assert spawn.main(["tensorboard", "r-empty"]) == 2
+    assert "NNSQL_OUTPUT_DIR" in capsys.readouterr().err

@@ -4,8 +4,10 @@ directory), then collect the chief's model, timing and logs into runs/<run-id>/ 
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +18,31 @@ Say = Callable[[str], None]
 
 class JobFailed(Exception):
     """The job did not finish: the message says which worker failed and where its log is."""
+
+
+class Stopped(BaseException):
+    """spawn itself was told to stop (SIGTERM, SIGHUP): like Ctrl-C, the group is stopped and recorded."""
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into `Stopped`, so the job's cleanup runs; further signals are ignored
+    while it does (a second Ctrl-C must not cut the cleanup short)."""
+    signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+    def handler(number: int, frame: object) -> None:
+        for each in signals:
+            signal.signal(each, signal.SIG_IGN)
+        if number == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(signal.Signals(number).name)
+
+    previous = {number: signal.signal(number, handler) for number in signals}
+    try:
+        yield
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action)
 
 
 @dataclass(frozen=True)
@@ -131,9 +158,15 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
             + (f"; model: {model}" if model else "; the chief wrote no model to collect")
         )
         return Result(spec.run_id, attempt + 1, seconds, model)
-    except BaseException as error:
-        write_record(spec.run_dir, state="failed", error=str(error) or type(error).__name__)
+    except (Stopped, KeyboardInterrupt) as stop:
         backend.stop(spec)
+        write_record(spec.run_dir, state="stopped", error=f"stopped by {stop or 'Ctrl-C'}", ended=time.time())
+        raise
+    except BaseException as error:
+        backend.stop(spec)
+        write_record(
+            spec.run_dir, state="failed", error=str(error) or type(error).__name__, ended=time.time()
+        )
         raise
     finally:
         if not settings.keep:

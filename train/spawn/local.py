@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from train.spawn.backend import Phase, RunSpec, WorkerStatus
@@ -26,16 +29,46 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+# An absolute path the chief prints: a model file, a SavedModel or a TensorBoard log directory.
+PRINTED_PATH = re.compile(r"""(/[^\s'"`]+)""")
+
+
+def is_output(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix in (".keras", ".h5", ".hdf5")
+    return path.is_dir() and (
+        (path / "saved_model.pb").is_file() or next(path.rglob("events.out.tfevents*"), None) is not None
+    )
+
+
+def printed_outputs(log: str, since: float) -> list[Path]:
+    """Models and TensorBoard logs the chief wrote during the run and named in its output, newest first."""
+    found: dict[Path, float] = {}
+    for text in PRINTED_PATH.findall(log):
+        path = Path(text.rstrip(".,;:)"))
+        if path.exists() and path.stat().st_mtime >= since and is_output(path):
+            found[path] = path.stat().st_mtime
+    return sorted(found, key=found.__getitem__, reverse=True)
+
+
+def signal_group(group: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
+        os.killpg(group, number)
+
+
 class LocalBackend:
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, command: str = "") -> None:
         self.processes: list[subprocess.Popen] = []
         self.log_paths: list[Path] = []
+        self.command = command  # shell lines each worker runs before the script (--command)
+        self.started = 0.0
 
     def start(self, spec: RunSpec, attempt: int) -> None:
         addresses = [f"127.0.0.1:{port}" for port in free_ports(spec.workers)]
         self.processes, self.log_paths = [], []
+        self.started = self.started or time.time()
         for index in range(spec.workers):
             log_path = spec.run_dir / f"attempt-{attempt}" / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +78,7 @@ class LocalBackend:
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
-                    [sys.executable, str(spec.script), *spec.args],
+                    self.worker_command(spec),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -55,6 +88,12 @@ class LocalBackend:
             self.log_paths.append(log_path)
         pids = {str(i): p.pid for i, p in enumerate(self.processes)}
         (spec.run_dir / "workers.json").write_text(json.dumps({"attempt": attempt, "pids": pids}) + "\n")
+
+    def worker_command(self, spec: RunSpec) -> list[str]:
+        script = [sys.executable, str(spec.script), *spec.args]
+        if not self.command:
+            return script
+        return ["bash", "-c", f'set -e\n{self.command}\nexec "$@"', "worker", *script]
 
     def status(self, spec: RunSpec) -> list[WorkerStatus]:
         result = []
@@ -73,27 +112,34 @@ class LocalBackend:
         return path.read_text(errors="replace") if path and path.exists() else ""
 
     def stop(self, spec: RunSpec) -> None:
+        """Signal every worker's whole process group, the dead leaders' too: a crashed worker's own child
+        processes live on in its group. SIGKILL what is left after 10 s."""
         for process in self.processes:
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
+            signal_group(process.pid, signal.SIGTERM)
         for process in self.processes:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            signal_group(process.pid, signal.SIGKILL)
+            process.wait()
 
     def collect(self, spec: RunSpec) -> Path | None:
-        """The chief wrote into the shared directory; copy its model files into runs/<id>/model/."""
+        """Copy what the chief wrote under NNSQL_OUTPUT_DIR, and the models it printed the paths of, into
+        runs/<id>/model/; returns the model to export (a .keras file first, else the newest printed one)."""
         source = Path(spec.shared_dir) / "output"
-        if not source.is_dir():
-            return None
         target = spec.run_dir / "model"
-        shutil.copytree(source, target, dirs_exist_ok=True)
-        found = sorted(target.glob("*.keras"))
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        printed = []
+        for path in printed_outputs(self.logs(spec, 0), self.started):
+            copy = target / path.name
+            if path.is_dir():
+                shutil.copytree(path, copy, dirs_exist_ok=True)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, copy)
+            printed.append(copy)
+        models = [path for path in printed if path.suffix or (path / "saved_model.pb").is_file()]
+        found = sorted(target.glob("*.keras")) + models + sorted(target.glob("*.h5"))
         return found[0] if found else None
 
     def events(self, spec: RunSpec) -> str:

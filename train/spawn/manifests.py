@@ -42,6 +42,10 @@ class ClusterOptions:
     env_file_data: dict[str, str] = field(default_factory=dict)
     ttl_seconds: int = 3600
     overlay: dict[str, Any] = field(default_factory=dict)  # deep-merged into the Job
+    pod_template: dict[str, Any] = field(default_factory=dict)  # a Pod (TF-Spawner's --pod-file), under ours
+    runtime_env: dict[str, str] = field(default_factory=dict)  # which Keras (runtime.environment)
+    command: str = ""  # shell lines run before the script (TF-Spawner's --command)
+    port: int = PORT
 
 
 def names(run_id: str, attempt: int) -> dict[str, str]:
@@ -76,7 +80,7 @@ def config_map(run_id: str, script: Path, options: ClusterOptions) -> dict:
             "namespace": options.namespace,
             "labels": labels(run_id),
         },
-        "data": {"train.py": script.read_text(), "bootstrap.py": BOOTSTRAP},
+        "data": {"train.py": script.read_text(), "bootstrap.py": BOOTSTRAP, "command.sh": options.command},
     }
 
 
@@ -107,7 +111,7 @@ def service(run_id: str, options: ClusterOptions) -> dict:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": labels(run_id),
-            "ports": [{"name": "grpc", "port": PORT, "targetPort": PORT}],
+            "ports": [{"name": "grpc", "port": options.port, "targetPort": options.port}],
         },
     }
 
@@ -125,18 +129,21 @@ def container(
         {"name": "TOT_WORKERS", "value": str(workers)},
         {"name": "NNSQL_JOB", "value": names(run_id, attempt)["job"]},
         {"name": "NNSQL_SERVICE", "value": names(run_id, attempt)["service"]},
-        {"name": "NNSQL_PORT", "value": str(PORT)},
+        {"name": "NNSQL_PORT", "value": str(options.port)},
         {"name": "NNSQL_OUTPUT_DIR", "value": f"{SHARED_DIR}/output"},
         {"name": "NNSQL_BACKUP_DIR", "value": f"{SHARED_DIR}/backup"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *({"name": key, "value": value} for key, value in sorted(options.runtime_env.items())),
     ]
+    # command.sh (empty unless --command) runs in the worker's shell first, then the bootstrap replaces it
+    start = f'set -e; . {SCRIPT_DIR}/command.sh; exec python {SCRIPT_DIR}/bootstrap.py "$@"'
     return {
         "name": "worker",
         "image": options.image,
-        "command": ["python", f"{SCRIPT_DIR}/bootstrap.py", *args],
+        "command": ["sh", "-c", start, "worker", *args],
         "env": env,
         "envFrom": [{"secretRef": {"name": names(run_id, 0)["secret"]}}],
-        "ports": [{"name": "grpc", "containerPort": PORT}],
+        "ports": [{"name": "grpc", "containerPort": options.port}],
         "resources": resources,
         "volumeMounts": [
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
@@ -159,6 +166,7 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
     }
     if options.node_selector:
         pod_spec["nodeSelector"] = dict(options.node_selector)
+    pod_spec = under_pod_template(pod_spec, options.pod_template)
     manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -181,6 +189,34 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
         },
     }
     return deep_merge(manifest, options.overlay)
+
+
+def under_pod_template(pod_spec: dict, template: dict) -> dict:
+    """The generated pod spec merged over a user's Pod (TF-Spawner's --pod-file): theirs supplies what ours
+    lacks (tolerations, image pull secrets, extra volumes and mounts), ours wins where both say something."""
+    base = copy.deepcopy(template.get("spec", {}))
+    theirs = (base.pop("containers", None) or [{}])[0]
+    merged = deep_merge(base, {k: v for k, v in pod_spec.items() if k not in ("containers", "volumes")})
+    ours = pod_spec["containers"][0]
+    container = deep_merge(theirs, {k: v for k, v in ours.items() if k not in ("env", "volumeMounts")})
+    for key in ("env", "volumeMounts"):
+        mine = {item["name"] if key == "env" else item["mountPath"] for item in ours[key]}
+        kept = [i for i in theirs.get(key, []) if (i["name"] if key == "env" else i["mountPath"]) not in mine]
+        container[key] = [*kept, *ours[key]]
+    names = {volume["name"] for volume in pod_spec["volumes"]}
+    volumes = [v for v in base.get("volumes", []) if v["name"] not in names]
+    return {**merged, "containers": [container], "volumes": [*volumes, *pod_spec["volumes"]]}
+
+
+def redacted(documents: list[dict]) -> list[dict]:
+    """The manifests as --dry-run prints them: every Secret value replaced, keys kept."""
+    shown = copy.deepcopy(documents)
+    for document in shown:
+        if document.get("kind") == "Secret":
+            for key in ("stringData", "data"):
+                if key in document:
+                    document[key] = {name: "<redacted>" for name in document[key]}
+    return shown
 
 
 def collector_pod(run_id: str, options: ClusterOptions) -> dict:

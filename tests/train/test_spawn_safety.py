@@ -1,0 +1,216 @@
+"""train.spawn leaves no orphans and no surprises: signals, crashed workers' children, worker bounds,
+run ids only, redacted dry runs, one-line interrupts, the recorded namespace, and an AST pre-flight.
+
+The workers here are real processes running small scripts that never import TensorFlow, so each test
+takes seconds; the pre-flight accepts them because they call a `make_strategy` of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from train.spawn import __main__ as spawn
+from train.spawn import commands, preflight
+
+SLEEPER = """
+import os, subprocess, sys, time
+def make_strategy():
+    return None
+strategy = make_strategy()
+if os.environ["WORKER_NUMBER"] == sys.argv[1]:
+    child = subprocess.Popen(["sleep", "600"])  # a child of the worker, in the worker's process group
+    open(sys.argv[2], "w").write(str(child.pid))
+    if sys.argv[3] == "crash":
+        sys.exit(3)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"  # a zombie is dead
+
+
+def wait_for(condition, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def spawn_process(tmp_path: Path, *args: str) -> subprocess.Popen:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    command = [
+        sys.executable,
+        "-m",
+        "train.spawn",
+        "-w",
+        "2",
+        "--max-restarts",
+        "0",
+        str(script),
+        "--",
+        *args,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+
+
+def run_folder(tmp_path: Path) -> Path:
+    wait_for(lambda: (tmp_path / "runs").is_dir() and any((tmp_path / "runs").iterdir()))
+    return next((tmp_path / "runs").iterdir())
+
+
+def worker_pids(run_dir: Path) -> list[int]:
+    wait_for(lambda: (run_dir / "workers.json").exists())
+    return list(json.loads((run_dir / "workers.json").read_text())["pids"].values())
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_spawn_stops_every_worker_and_is_recorded(tmp_path, number):
+    child_file = tmp_path / "child.pid"
+    process = spawn_process(tmp_path, "1", str(child_file), "stay")
+    run_dir = run_folder(tmp_path)
+    pids = worker_pids(run_dir)
+    wait_for(lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)))
+    process.send_signal(number)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("stopped by")
+    child = int(child_file.read_text())
+    wait_for(lambda: not any(alive(pid) for pid in [*pids, child]), 20)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "stopped"
+
+
+def test_a_crashed_workers_children_are_stopped_too(tmp_path):
+    child_file = tmp_path / "child.pid"
+    process = spawn_process(tmp_path, "1", str(child_file), "crash")
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1 and "worker 1 failed (exit status 3)" in err
+    child = int(child_file.read_text())
+    wait_for(lambda: not alive(child), 20)
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    monkeypatch.chdir(REPO)
+    return tmp_path / "runs"
+
+
+def test_more_workers_than_the_bound_are_refused_with_the_memory_they_need(runs, capsys):
+    assert spawn.main(["-w", "1000", str(REPO / "train" / "mnist.py")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--force" in err and "GB of memory" in err
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize("name", ["/tmp", "../..", "..", "runs/../x", "a/b"])
+def test_delete_accepts_run_ids_only(runs, tmp_path, capsys, name):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "run.json").write_text("{}")
+    assert spawn.main(["delete", name]) == 2
+    assert "is not a run id" in capsys.readouterr().err and victim.exists()
+    assert spawn.main(["delete", str(victim)]) == 2 and victim.exists()
+
+
+def test_dry_run_redacts_the_secret(runs, capsys, tmp_path):
+    env_file = tmp_path / "secrets.env"
+    env_file.write_text("AWS_ACCESS_KEY_ID=abc\nAWS_SECRET_ACCESS_KEY='xyz-very-secret'\n")
+    args = [
+        "--backend",
+        "kubernetes",
+        "--dry-run",
+        "--env-file",
+        str(env_file),
+        str(REPO / "train" / "mnist.py"),
+    ]
+    assert spawn.main(args) == 0
+    out = capsys.readouterr().out
+    assert "xyz-very-secret" not in out
+    secret = next(d for d in yaml.safe_load_all(out) if d["kind"] == "Secret")
+    assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "<redacted>", "AWS_SECRET_ACCESS_KEY": "<redacted>"}
+
+
+def test_a_kubernetes_run_records_its_namespace(runs, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    args = ["--backend", "kubernetes", "--namespace", "physics", str(REPO / "train" / "mnist.py")]
+    assert spawn.main(args) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()[-1:]) == 1
+    (run_dir,) = runs.iterdir()
+    assert json.loads((run_dir / "run.json").read_text())["namespace"] == "physics"
+
+
+def test_delete_uses_the_recorded_namespace(tmp_path, monkeypatch):
+    """Unit test of `delete` with a fake Kubernetes backend (named so): no cluster can run here."""
+    deleted = []
+
+    class FakeKubernetesBackend:
+        def __init__(self, options):
+            self.namespace = options.namespace
+
+        def delete_run(self, run_id):
+            deleted.append((self.namespace, run_id))
+
+    monkeypatch.setattr("train.spawn.kube.KubernetesBackend", FakeKubernetesBackend)
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    commands.delete(run_dir, {"backend": "kubernetes", "namespace": "physics"})
+    assert deleted == [("physics", "r1")] and not run_dir.exists()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "script.py"
+    path.write_text(text)
+    return path
+
+
+FIT_SCRIPT = """
+import argparse, tensorflow as tf
+parser = argparse.ArgumentParser()
+parser.add_argument("--x", help="no BackupAndRestore here, only in a help text")
+strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(loss="mse")
+model.fit([[1.0]], [[1.0]], epochs=1)
+"""
+
+
+def test_preflight_reads_the_code_not_its_text(tmp_path):
+    only_text = preflight.check(write(tmp_path, FIT_SCRIPT))
+    assert any("BackupAndRestore" in warning for warning in only_text.warnings)
+    resumes = FIT_SCRIPT.replace(
+        "epochs=1)", "epochs=1, callbacks=[tf.keras.callbacks.BackupAndRestore('/tmp/b')])"
+    )
+    assert not any("BackupAndRestore" in w for w in preflight.check(write(tmp_path, resumes)).warnings)
+    custom_loop = preflight.check(REPO / "train" / "inclusive_classifier.py")
+    assert not any("BackupAndRestore" in warning for warning in custom_loop.warnings)
+
+
+def test_preflight_says_which_keras_runs_model_fit(tmp_path):
+    legacy = preflight.check(write(tmp_path, FIT_SCRIPT), "2")
+    assert any("model.fit" in note and "tf-keras" in note for note in legacy.notes) and not legacy.errors
+    keras3 = preflight.check(write(tmp_path, FIT_SCRIPT), "3")
+    assert any("keras-team/keras#20585" in warning for warning in keras3.warnings)
+    direct = preflight.check(write(tmp_path, "import keras\n" + FIT_SCRIPT), "2")
+    assert any("imports keras (Keras 3) directly" in warning for warning in direct.warnings)
