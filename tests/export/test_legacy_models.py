@@ -1,0 +1,140 @@
+"""Models as users save them with tf.keras (Keras 2, the tf-keras package): legacy HDF5 `.h5` and SavedModel
+directories, written here in CERN's style (`Input(shape=(14))`, Masking + GRU + concatenate, `time_major`
+in the GRU config), load and export with parity; a file of no known format gets one line."""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+import numpy as np
+import pytest
+
+from export.duckdb.__main__ import main as export_duckdb
+from export.errors import ExportError
+from export.keras_frontend import is_legacy, load_model
+from export.onnx.__main__ import export as export_onnx
+from tests import models
+from tests.export.executors import DuckDBExecutor
+
+
+def legacy_mlp(seed: int = 4):
+    """The CERN MLP as a tf.keras script writes it (Sequential with input_shape), seeded weights."""
+    import tf_keras
+
+    model = tf_keras.Sequential(
+        [
+            tf_keras.layers.Dense(100, activation="sigmoid", input_shape=(784,), name="hidden"),
+            tf_keras.layers.Dropout(0.2),
+            tf_keras.layers.Dense(10, activation="softmax", name="probabilities"),
+        ]
+    )
+    generator = np.random.default_rng(seed)
+    model.set_weights([generator.normal(0, 0.1, w.shape).astype(np.float32) for w in model.get_weights()])
+    return model
+
+
+def legacy_inclusive_classifier(seed: int = 5):
+    """CERN's Inclusive Classifier, written the way its published worker code writes it."""
+    import tf_keras
+    from tf_keras.layers import GRU, Dense, Dropout, Input, Masking, concatenate
+
+    input_gru = Input(shape=(801, 19), name="input_gru")
+    input_hlf = Input(shape=(14), name="input_hlf")  # CERN's style: an int, not a tuple
+    layer = GRU(50, name="gru")(Masking(mask_value=0.0)(input_gru))
+    layer = concatenate([layer, Dropout(0.2)(input_hlf)])
+    output = Dense(3, activation="softmax")(Dense(25, activation="relu")(layer))
+    model = tf_keras.Model(inputs=[input_gru, input_hlf], outputs=output)
+    generator = np.random.default_rng(seed)
+    model.set_weights([generator.normal(0, 0.2, w.shape).astype(np.float32) for w in model.get_weights()])
+    return model
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """The two models in both legacy formats: {(model, format): path}."""
+    directory = tmp_path_factory.mktemp("legacy")
+    paths = {}
+    for name, build in (("mlp", legacy_mlp), ("ic", legacy_inclusive_classifier)):
+        model = build()
+        paths[name, "h5"] = directory / f"{name}.h5"
+        model.save(paths[name, "h5"], save_format="h5")
+        paths[name, "savedmodel"] = directory / f"{name}_savedmodel"
+        model.save(paths[name, "savedmodel"], save_format="tf")
+    return paths
+
+
+@pytest.mark.parametrize("fmt", ["h5", "savedmodel"])
+def test_legacy_files_load_with_tf_keras(saved, fmt):
+    model = load_model(saved["ic", fmt])
+    assert is_legacy(model)
+    config = model.get_layer("gru").get_config()
+    assert config.get("time_major") is False  # the option Keras 3 refuses to load
+    assert [tuple(t.shape[1:]) for t in model.inputs] == [(801, 19), (14,)]
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("fmt", ["h5", "savedmodel"])
+def test_legacy_mlp_scores_in_duckdb(saved, tmp_path, fmt):
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(saved["mlp", fmt]) == 0
+    x = np.random.default_rng(1).random((50, 784), dtype=np.float32)
+    expected = legacy_mlp().predict(x, verbose=0)
+    actual = executor.predict("mnist", x)
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+
+
+@pytest.mark.duckdb
+def test_legacy_inclusive_classifier_scores_padded_events_in_duckdb(saved, tmp_path):
+    db = tmp_path / "hep.duckdb"
+    args = [
+        "--model",
+        str(saved["ic", "h5"]),
+        "--db",
+        str(db),
+        "--name",
+        "ic",
+        "--quiet",
+        "--sample-rows",
+        "10",
+    ]
+    assert export_duckdb(args) == 0
+    particles, hlf = models.padded_events(4, seed=3)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = [
+            con.execute("SELECT ic.predict_proba(?, ?)", [p.ravel().tolist(), h.tolist()]).fetchone()[0]
+            for p, h in zip(particles, hlf, strict=True)
+        ]
+    expected = legacy_inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert np.abs(np.array(rows) - expected).max() <= 1e-5
+
+
+@pytest.mark.parametrize("fmt", ["h5", "savedmodel"])
+def test_legacy_inclusive_classifier_exports_to_onnx(saved, tmp_path, fmt):
+    import onnxruntime
+
+    version, report = export_onnx(saved["ic", fmt], tmp_path, "ic", 20, 1e-5)
+    session = onnxruntime.InferenceSession(str(tmp_path / "ic" / str(version) / "model.onnx"))
+    particles, hlf = models.padded_events(3, seed=4)
+    got = session.run(None, {"input_gru": particles, "input_hlf": hlf})[0]
+    expected = legacy_inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert report.passed and np.abs(got - expected).max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("model.pt", b"\x80\x02torch", "expected a .keras file (Keras 3), a .h5/.hdf5 file"),
+        ("model.h5", b"not hdf5 at all", "tf.keras said"),
+        ("empty_dir", None, "without saved_model.pb"),
+    ],
+)
+def test_a_file_of_no_known_format_gets_one_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ExportError, match=re.escape(message)) as error:
+        load_model(path)
+    assert "\n" not in str(error.value)
