@@ -17,7 +17,7 @@ from train.spawn import __main__ as spawn
 @pytest.fixture(scope="module")
 def hep_files(tmp_path_factory):
     directory = tmp_path_factory.mktemp("hep")
-    hep_data.write(directory, events=96, files=3, progress=False)
+    hep_data.write(directory, events=192, files=4, progress=False)
     return directory
 
 
@@ -46,8 +46,10 @@ def test_inclusive_classifier_trains_through_spawn(hep_files, tmp_path, monkeypa
     monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
     monkeypatch.chdir(REPO)
     script = REPO / "train" / "inclusive_classifier.py"
-    args = ["-w", "2", str(script), "--", "--data", str(hep_files / "*.tfrecord"), "--epochs", "1", "--quiet"]
+    data = str(hep_files / "*.tfrecord")
+    args = ["-w", "2", str(script), "--", "--data", data, "--epochs", "4", "--batch-size", "16", "--quiet"]
     assert spawn.main(args) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
-    assert metadata["workers"] == 2 and 0 <= metadata["train_accuracy"] <= 1
+    assert metadata["workers"] == 2
+    assert metadata["train_accuracy"] >= 0.6  # three balanced classes: chance is 1/3
