@@ -80,12 +80,14 @@ def parse(record):
 
 
 def dataset(pattern: str, batch_size: int, *, shuffle: bool = True, cache: bool = True, seed: int = 0):
-    """Parallel interleave over files, parallel parse, cache, shuffle, batch, prefetch. `pattern` may be an
-    object-store URL (s3://...) where tensorflow-io is installed."""
+    """Parallel interleave over files, parallel parse, cache, shuffle, batch, prefetch. `pattern` is a glob
+    on a local or shared file system (object storage is not supported yet: TensorFlow has no s3://)."""
     import tensorflow as tf
 
-    if pattern.startswith("s3://"):
-        import tensorflow_io  # noqa: F401  (registers the s3 file system)
+    if "://" in pattern:
+        raise ValueError(
+            f"{pattern}: object storage URLs are not supported yet; copy the files to a shared disk"
+        )
     files = tf.data.Dataset.list_files(pattern, shuffle=shuffle, seed=seed)
     records = files.interleave(
         lambda path: tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER),

@@ -25,7 +25,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m train.inclusive_classifier", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--data", required=True, help="TFRecord files, a glob (s3://... with tensorflow-io)")
+    parser.add_argument(
+        "--data", required=True, help="TFRecord files, a glob on a local or shared file system"
+    )
     parser.add_argument(
         "--out", type=Path, default=os.environ.get("NNSQL_OUTPUT_DIR"), help="output directory"
     )
