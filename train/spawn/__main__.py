@@ -50,6 +50,17 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("-w", "--workers", type=int, default=2)
     parser.add_argument("--backend", choices=["local", "kubernetes"], default="local")
     parser.add_argument("--keras", choices=runtime.CHOICES, default=runtime.DEFAULT, help=runtime.HELP)
+    parser.add_argument(
+        "--strategy",
+        choices=["multi-worker", "parameter-server"],
+        default="multi-worker",
+        help="multi-worker: N workers in TF_CONFIG (MultiWorkerMirroredStrategy); parameter-server: a chief, "
+        "N workers and --ps parameter servers (ParameterServerStrategy; the script starts a "
+        "tf.distribute.Server in worker and ps tasks)",
+    )
+    parser.add_argument(
+        "--ps", type=int, help="parameter servers with --strategy parameter-server (default 1)"
+    )
     parser.add_argument("--max-restarts", type=int, default=2, help="group restarts after failures")
     parser.add_argument("--start-timeout", type=float, default=300, help="seconds to wait for all workers")
     parser.add_argument(
@@ -94,11 +105,12 @@ def cluster_options(args: argparse.Namespace) -> manifests.ClusterOptions:
         runtime_env=runtime.environment(args.keras),
         command=args.command.read_text() if args.command else "",
         port=args.port,
+        ps=args.ps,
     )
 
 
-def check_script(script: Path, keras: str) -> bool:
-    report = preflight.check(script, keras)
+def check_script(args: argparse.Namespace) -> bool:
+    report = preflight.check(args.script, args.keras, parameter_server=bool(args.ps))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     for warning in report.warnings:
@@ -132,12 +144,24 @@ def one_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def strategy_problem(args: argparse.Namespace) -> str | None:
+    """Settle --ps from --strategy (0 for multi-worker); the one-line reason when they disagree."""
+    if args.strategy == "multi-worker":
+        if args.ps:
+            return "--ps needs --strategy parameter-server"
+        args.ps = 0
+        return None
+    args.ps = 1 if args.ps is None else args.ps
+    return None if args.ps >= 1 else "--strategy parameter-server needs --ps 1 or more"
+
+
 def launch(args: argparse.Namespace) -> int:
-    problem = limits.check_workers(args.workers, args.backend, force=args.force)
+    tasks = args.workers + (1 + (args.ps or 0) if args.strategy == "parameter-server" else 0)
+    problem = strategy_problem(args) or limits.check_workers(tasks, args.backend, force=args.force)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    if not check_script(args.script, args.keras):
+    if not check_script(args):
         return 2
     script_args = tuple(a for a in args.script_args if a != "--")
     options = cluster_options(args)
@@ -147,7 +171,7 @@ def launch(args: argparse.Namespace) -> int:
         print(yaml.safe_dump_all(manifests.redacted(documents), sort_keys=False), end="")
         return 0
     if args.backend == "local":
-        print(limits.local_memory_note(args.workers), file=sys.stderr)
+        print(limits.local_memory_note(tasks), file=sys.stderr)
     run_dir = (RUNS / run_id).resolve()
     run_dir.mkdir(parents=True)
     write_record(
@@ -162,7 +186,7 @@ def launch(args: argparse.Namespace) -> int:
             write_record(run_dir, state="failed", error=str(error))
             print(f"error: cannot reach Kubernetes: {one_line(error)}", file=sys.stderr)
             return 2
-    spec = RunSpec(run_id, args.script.resolve(), script_args, args.workers, run_dir, shared, env)
+    spec = RunSpec(run_id, args.script.resolve(), script_args, args.workers, run_dir, shared, env, args.ps)
     settings = Settings(start_timeout=args.start_timeout, max_restarts=args.max_restarts, keep=args.keep)
     try:
         with stop_on_signals():

@@ -27,6 +27,12 @@ class RunSpec:
     run_dir: Path  # runs/<run-id>/ on this machine: logs, timing, the collected model
     shared_dir: str  # where every worker sees the same files (BackupAndRestore, outputs)
     env: dict[str, str] = field(default_factory=dict)
+    ps: int = 0  # parameter servers (parameter-server training: a chief, the workers, then the ps)
+
+    @property
+    def tasks(self) -> int:
+        """Processes or pods of one attempt, numbered 0.. (task 0 is the chief, whose log is streamed)."""
+        return self.workers + (1 + self.ps if self.ps else 0)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def wait_until_running(backend: Backend, spec: RunSpec, settings: Settings) -> l
     deadline = time.monotonic() + settings.start_timeout
     while True:
         states = backend.status(spec)
-        if len(states) == spec.workers and all(s.phase != Phase.PENDING for s in states):
+        if len(states) == spec.tasks and all(s.phase != Phase.PENDING for s in states):
             return states
         if time.monotonic() > deadline:
             waiting = [s.index for s in states if s.phase == Phase.PENDING]
@@ -102,7 +102,9 @@ def watch(backend: Backend, spec: RunSpec, settings: Settings, follower: LogFoll
         failed = [s for s in states if s.phase == Phase.FAILED]
         if failed:
             return failed[0]
-        if states and all(s.phase == Phase.SUCCEEDED for s in states):
+        # parameter-server training ends with its chief; workers and ps serve until they are stopped
+        completing = states[:1] if spec.ps else states
+        if completing and all(s.phase == Phase.SUCCEEDED for s in completing):
             return None
         time.sleep(settings.poll_seconds)
 
@@ -113,6 +115,7 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
         run_id=spec.run_id,
         backend=backend.name,
         workers=spec.workers,
+        ps=spec.ps,
         script=str(spec.script),
         args=list(spec.args),
         state="starting",
@@ -123,7 +126,8 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
     attempt = 0
     try:
         while True:
-            say(f"{spec.run_id}: attempt {attempt + 1}, starting {spec.workers} worker(s) on {backend.name}")
+            tasks = f"{spec.workers} worker(s)" + (f", a chief and {spec.ps} ps" if spec.ps else "")
+            say(f"{spec.run_id}: attempt {attempt + 1}, starting {tasks} on {backend.name}")
             backend.start(spec, attempt)
             wait_until_running(backend, spec, settings)
             write_record(spec.run_dir, state="running", attempt=attempt + 1)

@@ -73,7 +73,7 @@ class KubernetesBackend:
             result[index] = WorkerStatus(
                 index, phases.get(pod.status.phase, Phase.PENDING), pod.status.reason or ""
             )
-        return [result.get(i, WorkerStatus(i, Phase.PENDING)) for i in range(spec.workers)]
+        return [result.get(i, WorkerStatus(i, Phase.PENDING)) for i in range(spec.tasks)]
 
     def logs(self, spec: RunSpec, index: int) -> str:
         for pod in self._pods(spec):
@@ -117,7 +117,7 @@ class KubernetesBackend:
         through a short-lived collector pod; without --pvc the model stayed in the finished pod."""
         attempt_dir = spec.run_dir / f"attempt-{self.attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
-        for index in range(spec.workers):
+        for index in range(spec.tasks):
             (attempt_dir / f"worker-{index}.log").write_text(self.logs(spec, index))
         if not self.options.pvc:
             return None

@@ -47,4 +47,5 @@ def check_workers(workers: int, backend: str, *, force: bool) -> str | None:
 
 def local_memory_note(workers: int) -> str:
     need = workers * LOCAL_WORKER_GB
-    return f"{workers} local workers need about {need:.1f} GB of memory; {available_gb():.1f} GB is available"
+    processes = f"{workers} local TensorFlow processes"
+    return f"{processes} need about {need:.1f} GB of memory; {available_gb():.1f} GB is available"

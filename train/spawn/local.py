@@ -66,13 +66,13 @@ class LocalBackend:
         self.started = 0.0
 
     def start(self, spec: RunSpec, attempt: int) -> None:
-        addresses = [f"127.0.0.1:{port}" for port in free_ports(spec.workers)]
+        addresses = [f"127.0.0.1:{port}" for port in free_ports(spec.tasks)]
         self.processes, self.log_paths = [], []
         self.started = self.started or time.time()
-        for index in range(spec.workers):
+        for index in range(spec.tasks):
             log_path = spec.run_dir / f"attempt-{attempt}" / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, **spec.env, **worker_env(addresses, index), "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, **spec.env, **worker_env(addresses, index, spec.ps), "PYTHONUNBUFFERED": "1"}
             # the script imports what it would import when run from here
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -18,13 +18,18 @@ SCRIPT_DIR = "/nnsql/script"
 SHARED_DIR = "/nnsql/shared"
 BOOTSTRAP = """\
 import json, os, sys
-n = int(os.environ["TOT_WORKERS"])
-index = int(os.environ["JOB_COMPLETION_INDEX"])
+workers, ps = int(os.environ["TOT_WORKERS"]), int(os.environ.get("NNSQL_PS", "0"))
+position = int(os.environ["JOB_COMPLETION_INDEX"])
 job, service, port = os.environ["NNSQL_JOB"], os.environ["NNSQL_SERVICE"], os.environ["NNSQL_PORT"]
-workers = [f"{job}-{i}.{service}:{port}" for i in range(n)]
-config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-os.environ["TF_CONFIG"] = json.dumps(config)
-os.environ["WORKER_NUMBER"] = str(index)
+roles = [("worker", i) for i in range(workers)]
+if ps:
+    roles = [("chief", 0)] + roles + [("ps", i) for i in range(ps)]
+cluster = {}
+for number, (kind, _) in enumerate(roles):
+    cluster.setdefault(kind, []).append(f"{job}-{number}.{service}:{port}")
+kind, index = roles[position]
+os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
+os.environ["WORKER_NUMBER"] = str(position)
 script = os.path.join(os.path.dirname(__file__), "train.py")
 os.execvp(sys.executable, [sys.executable, script, *sys.argv[1:]])
 """
@@ -46,6 +51,7 @@ class ClusterOptions:
     runtime_env: dict[str, str] = field(default_factory=dict)  # which Keras (runtime.environment)
     command: str = ""  # shell lines run before the script (TF-Spawner's --command)
     port: int = PORT
+    ps: int = 0  # parameter servers: then task 0 is the chief, the workers follow, the ps come last
 
 
 def names(run_id: str, attempt: int) -> dict[str, str]:
@@ -127,6 +133,7 @@ def container(
         resources["limits"]["nvidia.com/gpu"] = str(options.gpus)
     env = [
         {"name": "TOT_WORKERS", "value": str(workers)},
+        {"name": "NNSQL_PS", "value": str(options.ps)},
         {"name": "NNSQL_JOB", "value": names(run_id, attempt)["job"]},
         {"name": "NNSQL_SERVICE", "value": names(run_id, attempt)["service"]},
         {"name": "NNSQL_PORT", "value": str(options.port)},
@@ -167,7 +174,7 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
     if options.node_selector:
         pod_spec["nodeSelector"] = dict(options.node_selector)
     pod_spec = under_pod_template(pod_spec, options.pod_template)
-    manifest = {
+    manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -177,8 +184,8 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
         },
         "spec": {
             "completionMode": "Indexed",
-            "completions": workers,
-            "parallelism": workers,
+            "completions": task_count(workers, options),
+            "parallelism": task_count(workers, options),
             "backoffLimit": 0,
             "podReplacementPolicy": "Failed",
             "ttlSecondsAfterFinished": options.ttl_seconds,
@@ -188,7 +195,14 @@ def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options:
             },
         },
     }
+    if options.ps:  # workers and ps serve until stopped: the Job succeeds when the chief (index 0) does
+        manifest["spec"]["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
     return deep_merge(manifest, options.overlay)
+
+
+def task_count(workers: int, options: ClusterOptions) -> int:
+    """Pods of one attempt: the workers, plus the chief and the parameter servers in ps training."""
+    return workers + (1 + options.ps if options.ps else 0)
 
 
 def under_pod_template(pod_spec: dict, template: dict) -> dict:

@@ -94,7 +94,19 @@ def check_fit(script: Path, tree: ast.AST, keras: str, report: Report) -> None:
         )
 
 
-def check(script: Path, keras: str = runtime.DEFAULT) -> Report:
+def check_parameter_server(script: Path, tree: ast.AST, report: Report) -> None:
+    if not calls(tree, {"ParameterServerStrategy"}):
+        report.errors.append(
+            f"{script}: --strategy parameter-server needs tf.distribute.ParameterServerStrategy"
+        )
+    if not calls(tree, {"Server"}):
+        report.warnings.append(
+            f"{script}: starts no tf.distribute.Server: its worker and ps tasks would run the training "
+            "code instead of serving the chief"
+        )
+
+
+def check(script: Path, keras: str = runtime.DEFAULT, *, parameter_server: bool = False) -> Report:
     report = Report()
     tree = parse(script, report)
     if tree is None:
@@ -114,6 +126,8 @@ def check(script: Path, keras: str = runtime.DEFAULT) -> Report:
             f"{script}: no keras.callbacks.BackupAndRestore: after a failure the group restarts from scratch"
         )
     check_fit(script, tree, keras, report)
+    if parameter_server:
+        check_parameter_server(script, tree, report)
     saves = [call.lineno for call in calls(tree, {"save", "save_weights"})]
     if saves and not any(hint in source for hint in CHIEF_HINTS):
         report.warnings.append(

@@ -1,0 +1,114 @@
+"""Parameter-server training (`--strategy parameter-server --ps N`): TF_CONFIG with chief, worker and ps
+roles, the same on both backends, and a real local rehearsal with tf.distribute.ParameterServerStrategy."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+
+from tests.conftest import REPO
+from train.spawn import __main__ as spawn
+from train.spawn import manifests, tfconfig
+
+PS_SCRIPT = """
+import json, os, sys
+import numpy as np
+import tensorflow as tf
+
+resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+if resolver.task_type in ("worker", "ps"):
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                  task_index=resolver.task_id, protocol=resolver.rpc_layer or "grpc")
+    server.join()
+
+strategy = tf.distribute.ParameterServerStrategy(resolver)
+print("cluster:", json.dumps(resolver.cluster_spec().as_dict()), flush=True)
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2048, 8)).astype("float32")
+y = (x[:, 0] + x[:, 1] > 0).astype("int64")
+
+def dataset_fn(input_context):
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048).repeat().batch(64)
+    return data.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)),
+                                 tf.keras.layers.Dense(2, activation="softmax")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", steps_per_execution=5)
+creator = tf.keras.utils.experimental.DatasetCreator(dataset_fn)
+history = model.fit(creator, epochs=4, steps_per_epoch=20, verbose=2)
+print("losses:", json.dumps(history.history["loss"]), flush=True)
+path = os.path.join(sys.argv[1], "ps_model.h5")
+model.save(path, save_format="h5")
+print("model saved to", path, flush=True)
+"""
+
+
+def test_roles_put_the_chief_first_and_the_ps_last():
+    addresses = [f"h:{port}" for port in range(5)]
+    config = json.loads(tfconfig.tf_config(addresses, 4, ps=2))
+    assert config == {
+        "cluster": {"chief": ["h:0"], "worker": ["h:1", "h:2"], "ps": ["h:3", "h:4"]},
+        "task": {"type": "ps", "index": 1},
+    }
+    assert json.loads(tfconfig.tf_config(addresses[:2], 1))["task"] == {"type": "worker", "index": 1}
+
+
+@pytest.mark.parametrize("position", range(5))
+def test_pod_bootstrap_builds_the_same_tf_config(tmp_path, position):
+    (tmp_path / "bootstrap.py").write_text(manifests.BOOTSTRAP)
+    (tmp_path / "train.py").write_text("import os; print(os.environ['TF_CONFIG'])")
+    env = {**os.environ, "TOT_WORKERS": "2", "NNSQL_PS": "2", "JOB_COMPLETION_INDEX": str(position)}
+    env |= {"NNSQL_JOB": "r-a0", "NNSQL_SERVICE": "r-w", "NNSQL_PORT": "2222"}
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "bootstrap.py")], env=env, capture_output=True, text=True
+    )
+    addresses = [f"r-a0-{i}.r-w:2222" for i in range(5)]
+    assert json.loads(out.stdout) == json.loads(tfconfig.tf_config(addresses, position, ps=2))
+
+
+def test_parameter_server_manifests_are_schema_valid():
+    options = manifests.ClusterOptions(ps=2)
+    job = manifests.job("r", 0, 3, (), options)
+    kubernetes_validate.validate(job, "1.37.0", strict=True)
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 6  # chief + 3 workers + 2 ps
+    assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NNSQL_PS"] == "2" and env["TOT_WORKERS"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ps", "2"], "--ps needs --strategy parameter-server"),
+        (["--strategy", "parameter-server", "--ps", "0"], "--ps 1 or more"),
+    ],
+)
+def test_inconsistent_strategy_options_are_one_line(tmp_path, capsys, args, message):
+    assert spawn.main([*args, str(REPO / "train" / "mnist.py")]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_parameter_server_rehearsal_trains_locally(tmp_path, monkeypatch):
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    monkeypatch.chdir(REPO)
+    script, out = tmp_path / "ps_job.py", tmp_path / "out"
+    script.write_text(PS_SCRIPT)
+    out.mkdir()
+    args = ["-w", "2", "--strategy", "parameter-server", "--ps", "1", str(script), "--", str(out)]
+    assert spawn.main(args) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    chief = (run_dir / "attempt-0" / "worker-0.log").read_text()
+    cluster = json.loads(re.search(r"cluster: (\{.*\})", chief).group(1))
+    assert {kind: len(tasks) for kind, tasks in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}
+    losses = json.loads(re.search(r"losses: (\[.*\])", chief).group(1))
+    assert losses[-1] < losses[0]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["state"] == "succeeded" and record["ps"] == 1 and record["model"].endswith("ps_model.h5")
