@@ -1,13 +1,13 @@
 """Benchmark: the HTTP scorer under load, next to a raw in-process onnxruntime loop (the ceiling).
 
-Starts `python -m serve` (gunicorn) on a free port and drives it with wrk (Debian's package) from a separate
+Starts `python -m serve` (waitress, one process) on a free port and drives it with wrk (Debian's package) from a separate
 process: single-row MNIST requests over KServe V2, JSON and binary payloads, at 1, 8 and 32 concurrent
 connections. In the same run, measures onnxruntime alone: single-row session.run calls per second and
-rows per second in batches of 32. Prints requests/s and p50/p99 latency with ratios to the ceiling and
+rows per second in batches of 256. Prints requests/s and p50/p99 latency with ratios to the ceiling and
 writes bench/results/serve_http.json. Goal (2 cores): ≥ 1,500 req/s and p99 ≤ 10 ms at 8 clients;
 batched throughput within 2× of the raw ceiling.
 
-    python -m bench.serve_http [--seconds 5] [--workers 2] [--threads 8]
+    python -m bench.serve_http [--seconds 5] [--threads 8]
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def raw_ceiling(repo: Path, seconds: float) -> dict:
 
 def start_server(repo: Path, port: int, args: argparse.Namespace) -> subprocess.Popen:
     command = [sys.executable, "-m", "serve", "--repo", str(repo), "--port", str(port)]
-    command += ["--workers", str(args.workers), "--threads", str(args.threads)]
+    command += ["--threads", str(args.threads)]
     command += ["--max-batch-delay-ms", str(args.max_batch_delay_ms)]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -148,8 +148,7 @@ def start_server(repo: Path, port: int, args: argparse.Namespace) -> subprocess.
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serve_http", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="per measurement")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--max-batch-delay-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
     if not shutil.which("wrk"):
@@ -190,9 +189,7 @@ def report(results: dict, ceiling: dict, args: argparse.Namespace) -> None:
         f"raw onnxruntime: {single:,.0f} single-row calls/s, "
         f"{ceiling['batched_rows_per_second']:,.0f} rows/s in batches of {BATCH_ROWS}"
     )
-    print(
-        f"server: gunicorn {args.workers} workers × {args.threads} threads; load: wrk, {args.seconds}s each"
-    )
+    print(f"server: waitress, one process × {args.threads} threads; load: wrk, {args.seconds}s each")
     print(
         f"{'payload/clients':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'ceiling/server':>16}{'errors':>8}"
     )

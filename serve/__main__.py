@@ -1,4 +1,10 @@
-"""`python -m serve`: serve a model repository with gunicorn (threads, workers) and the Flask app."""
+"""`python -m serve`: serve a model repository with waitress and the Flask app.
+
+waitress reads every request whole (headers and body) in its asynchronous loop, and only then hands it to
+one of `--threads` threads; a client that sends slowly, or stops half way, holds a connection slot until
+`--client-timeout`, never a thread. One process: its threads share the loaded models, the batcher and the
+metrics (so /metrics never goes backwards), and onnxruntime uses the cores for the model itself.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +12,6 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-
-from gunicorn.app.base import BaseApplication
-
-
-class Server(BaseApplication):
-    """gunicorn with the app built in each worker after fork (each worker loads the models)."""
-
-    def __init__(self, config: dict, options: dict) -> None:
-        self.app_config = config
-        self.options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
-        from serve.app import create_app
-
-        return create_app(self.app_config)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,8 +24,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repo", type=Path, default=Path("model_repository"), help="model repository")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=1, help="processes (each loads every model)")
-    parser.add_argument("--threads", type=int, default=16, help="threads per worker")
+    parser.add_argument("--threads", type=int, default=8, help="threads that run requests (default 8)")
     parser.add_argument("--max-batch-size", type=int, default=32, help="rows merged into one session.run")
     parser.add_argument(
         "--max-batch-delay-ms",
@@ -49,10 +34,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--max-request-rows", type=int, default=1024, help="rows per request (413 above)")
     parser.add_argument(
+        "--max-body-mb", type=float, default=64, help="largest request body in MiB (413 above; default 64)"
+    )
+    parser.add_argument(
+        "--client-timeout",
+        type=float,
+        default=30,
+        help="seconds a connection may stay silent, mid-request or idle, before it is closed (default 30)",
+    )
+    parser.add_argument(
+        "--max-connections", type=int, default=1000, help="open connections at once (default 1000)"
+    )
+    parser.add_argument(
         "--poll-seconds", type=float, default=1.0, help="how often the repository is rescanned"
     )
     parser.add_argument("--api-key-file", help="require one of the keys in this file (one per line)")
     return parser.parse_args(argv)
+
+
+def app_config(args: argparse.Namespace) -> dict:
+    return {
+        "REPO": str(args.repo),
+        "MAX_BATCH_SIZE": args.max_batch_size,
+        "MAX_BATCH_DELAY_MS": args.max_batch_delay_ms,
+        "MAX_REQUEST_ROWS": args.max_request_rows,
+        "POLL_SECONDS": args.poll_seconds,
+        "API_KEY_FILE": args.api_key_file,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,23 +75,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: API key file {args.api_key_file} not found", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    config = {
-        "REPO": str(args.repo),
-        "MAX_BATCH_SIZE": args.max_batch_size,
-        "MAX_BATCH_DELAY_MS": args.max_batch_delay_ms,
-        "MAX_REQUEST_ROWS": args.max_request_rows,
-        "POLL_SECONDS": args.poll_seconds,
-        "API_KEY_FILE": args.api_key_file,
-    }
-    options = {
-        "bind": f"{args.host}:{args.port}",
-        "workers": args.workers,
-        "threads": args.threads,
-        "worker_class": "gthread",
-        "accesslog": None,
-        "timeout": 60,
-    }
-    Server(config, options).run()
+    from waitress.server import create_server
+
+    from serve.app import create_app
+
+    try:
+        app = create_app(app_config(args))
+    except ValueError as error:  # an unusable API key file
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    server = create_server(
+        app,
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        connection_limit=args.max_connections,
+        channel_timeout=args.client_timeout,
+        cleanup_interval=max(1, int(args.client_timeout / 3)),
+        max_request_body_size=int(args.max_body_mb * 1024 * 1024),
+        asyncore_use_poll=True,  # select() stops at 1024 descriptors
+        ident="nnsql",
+    )
+    print(f"serving {args.repo} on http://{args.host}:{server.effective_port}/ with {args.threads} threads")
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        app.extensions["repository"].close()
     return 0
 
 

@@ -56,11 +56,18 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
 
 
 def read_api_keys(path: str | None) -> frozenset[str]:
+    """The keys, one per line; ValueError (one line) for a file that is unreadable, empty or not ASCII."""
     if not path:
         return frozenset()
-    keys = frozenset(line.strip() for line in Path(path).read_text().splitlines() if line.strip())
+    try:
+        text = Path(path).read_bytes().decode("ascii")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"API key file {path}: {error}") from None
+    keys = frozenset(line.strip() for line in text.splitlines() if line.strip())
     if not keys:
-        raise ValueError(f"{path} holds no API key")
+        raise ValueError(f"API key file {path} holds no API key")
+    if any(not key.isprintable() or " " in key for key in keys):
+        raise ValueError(f"API key file {path}: a key holds spaces or control characters")
     return keys
 
 
@@ -78,7 +85,9 @@ def authorised() -> bool:
         return True
     header = request.headers.get("Authorization", "")
     given = header[7:] if header.startswith("Bearer ") else request.headers.get("X-API-Key", "")
-    return any(hmac.compare_digest(given, key) for key in keys)
+    # bytes, not str: compare_digest refuses non-ASCII strings, and a header may hold anything
+    offered = given.encode("utf-8", "surrogateescape")
+    return any(hmac.compare_digest(offered, key.encode()) for key in keys)
 
 
 def register_hooks(app: Flask) -> None:
@@ -143,6 +152,20 @@ def read_body(model: LoadedModel) -> bytes:
     if len(body) > limit:
         raise ScoringError(message, 413)
     return body
+
+
+def max_lists(model: LoadedModel) -> int:
+    """The most JSON lists a request within the row limit can need: per row, one per input and one per
+    step of its inner dimensions (a (801, 19) input nests 801 lists in each row), plus a few wrappers."""
+    per_row = sum(1 + int(np.prod(spec["shape"][1:-1])) for spec in model.inputs)
+    return int(current_app.config["MAX_REQUEST_ROWS"]) * per_row + 64
+
+
+def read_json(model: LoadedModel) -> Any:
+    """The request body parsed as JSON, after the size and structure checks."""
+    from serve.tensors import load_json
+
+    return load_json(read_body(model), max_lists(model))
 
 
 def require_json() -> None:

@@ -53,19 +53,26 @@ class Batcher:
 
     def submit(self, feeds: Feeds, timeout: float = 30.0) -> Feeds:
         rows = len(next(iter(feeds.values())))
-        if self.max_batch == 1 or rows >= self.max_batch:
+        if self.max_batch == 1 or rows >= self.max_batch or self.closed.is_set():
+            # closed: the version was removed while this request held it; finish on its loaded session
             self.on_batch(rows)
             return self.run(feeds)
         pending = Pending(feeds, rows)
         self.queue.put(pending)
-        if not pending.done.wait(timeout):
-            raise TimeoutError("the model did not answer in time")
+        deadline = time.monotonic() + timeout
+        while not pending.done.wait(0.1):
+            if not self.thread.is_alive():  # closed and drained just before this request was queued
+                return self.run(feeds)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the model did not answer in time")
         if pending.error is not None:
             raise pending.error
         assert pending.result is not None
         return pending.result
 
     def close(self) -> None:
+        """Stop batching. Requests already queued still run (the loop drains the queue before it ends);
+        later ones run directly on the session."""
         self.closed.set()
 
     def _collect(self) -> list[Pending] | None:
@@ -93,7 +100,7 @@ class Batcher:
         return batch
 
     def _loop(self) -> None:
-        while not self.closed.is_set():
+        while not self.closed.is_set() or self.carried is not None or not self.queue.empty():
             batch = self._collect()
             if batch:
                 self._run(batch)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+MAX_MESSAGE = 300  # characters: client text echoed in an error is cut here
+
+
+def capped(message: str) -> str:
+    """A message with whatever a client sent cut short: an error never echoes megabytes back."""
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
 
 class ScoringError(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(capped(message))
+        self.message = capped(message)
         self.status = status
 
 

@@ -39,6 +39,7 @@ class Metrics:
         self.batch_rows.labels(model).observe(rows)
 
     def render(self, depths: dict[str, int]) -> bytes:
+        self.queue_depth.clear()  # models and versions removed since the last scrape leave no stale series
         for model, depth in depths.items():
             self.queue_depth.labels(model).set(depth)
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ import onnxruntime
 
 from serve.batching import Batcher
 from serve.errors import not_found
+from serve.validation import InvalidVersion, check_version
 
 LOG = logging.getLogger("serve.repository")
 
@@ -64,17 +65,31 @@ BatchObserver = Callable[[str, int], None]
 def load_version(
     directory: Path, name: str, version: int, max_batch: int, delay_ms: float, observe: BatchObserver
 ) -> LoadedModel:
-    metadata = json.loads((directory / "metadata.json").read_text())
+    """The version loaded and checked (serve.validation); InvalidVersion or the loader's error otherwise."""
+    try:
+        metadata = json.loads((directory / "metadata.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidVersion(f"metadata.json: {error}") from None
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1  # concurrency comes from batching and server threads
     session = onnxruntime.InferenceSession(
         str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
-    model = LoadedModel(name, version, metadata, session)
+    model = LoadedModel(name, version, check_version(metadata, session), session)
     model.batcher = Batcher(
         model.run, max_batch, delay_ms, name=f"{name}/{version}", on_batch=lambda rows: observe(name, rows)
     )
     return model
+
+
+def stamp_of(path: Path) -> tuple:
+    """What changes when a version directory's files are replaced: their names and modification times."""
+    try:
+        if path.is_dir():
+            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+        return (path.stat().st_mtime_ns,)
+    except OSError:
+        return ()
 
 
 class ModelRepository:
@@ -97,37 +112,56 @@ class ModelRepository:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
+
+    def say_once(self, path: Path, level: int, message: str) -> None:
+        """Log about a path once per change of the path, not on every scan."""
+        if self._said.get(path) != (message, stamp_of(path)):
+            self._said[path] = (message, stamp_of(path))
+            LOG.log(level, "%s", message)
+
+    def version_numbers(self, model_dir: Path) -> set[int]:
+        """Directories named by a plain number that hold both files; anything else is noted once."""
+        numbers = set()
+        for entry in model_dir.iterdir():
+            if not (entry.name.isascii() and entry.name.isdigit()):
+                self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
+            elif (entry / "metadata.json").exists() and (entry / "model.onnx").exists():
+                numbers.add(int(entry.name))
+        return numbers
+
+    def present(self) -> dict[str, set[int]]:
+        if not self.root.is_dir():
+            return {}
+        models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return {model_dir.name: self.version_numbers(model_dir) for model_dir in models}
+
+    def try_load(self, name: str, number: int) -> LoadedModel | None:
+        """The version, or None when it is broken; a broken version is tried again only once it changes."""
+        directory = self.root / name / str(number)
+        said = self._said.get(directory)
+        if said is not None and said[1] == stamp_of(directory):
+            return None
+        try:
+            model = load_version(directory, name, number, self.max_batch, self.delay_ms, self.observe_batch)
+        except Exception as error:  # a broken version must not stop the others
+            self.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
+            return None
+        self._said.pop(directory, None)
+        LOG.info("loaded %s version %d", name, number)
+        return model
 
     def scan(self) -> None:
         """Load what appeared, drop what disappeared; swap the whole dict at once."""
         with self._lock:
             current = {name: dict(found) for name, found in self.models.items()}
-            present: dict[str, set[int]] = {}
-            if self.root.is_dir():
-                for model_dir in sorted(
-                    p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                ):
-                    present[model_dir.name] = {
-                        int(v.name)
-                        for v in model_dir.iterdir()
-                        if v.name.isdigit() and (v / "metadata.json").exists() and (v / "model.onnx").exists()
-                    }
             updated: dict[str, dict[int, LoadedModel]] = {}
-            for name, numbers in present.items():
+            for name, numbers in self.present().items():
                 versions = {n: m for n, m in current.get(name, {}).items() if n in numbers}
                 for number in sorted(numbers - versions.keys()):
-                    try:
-                        versions[number] = load_version(
-                            self.root / name / str(number),
-                            name,
-                            number,
-                            self.max_batch,
-                            self.delay_ms,
-                            self.observe_batch,
-                        )
-                        LOG.info("loaded %s version %d", name, number)
-                    except Exception as error:  # a broken version must not stop the others
-                        LOG.error("cannot load %s version %d: %s", name, number, error)
+                    loaded = self.try_load(name, number)
+                    if loaded is not None:
+                        versions[number] = loaded
                 if versions:
                     updated[name] = versions
             for name, versions in current.items():
@@ -164,7 +198,8 @@ class ModelRepository:
             raise not_found(f"unknown model {name!r}; models: {sorted(self.models)}")
         if version in (None, ""):
             return versions[max(versions)]
-        if not str(version).isdigit() or int(version) not in versions:
+        text = str(version)
+        if not (text.isascii() and text.isdigit()) or int(text) not in versions:
             raise not_found(f"model {name!r} has no version {version!r}; versions: {sorted(versions)}")
         return versions[int(version)]
 

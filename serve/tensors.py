@@ -5,6 +5,7 @@ expected versus received."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -34,9 +35,19 @@ def _reject_constant(name: str) -> float:
     raise bad_request(f"{name} is not a number: NaN and Infinity are rejected")
 
 
-def load_json(raw: bytes) -> Any:
+def check_structure(raw: bytes, max_lists: int) -> None:
+    """Refuse, before parsing, a body with more lists than a tensor of the allowed size can need: a few MB
+    of `[],[],...` would otherwise become hundreds of MB of Python objects."""
+    if raw.count(b"[") > max_lists:
+        raise bad_request(f"the body holds more than {max_lists} lists: that is no tensor this model takes")
+
+
+def load_json(raw: bytes, max_lists: int | None = None) -> Any:
     """orjson on the hot path; on its refusal the standard parser says precisely what is wrong
-    (NaN and Infinity, which orjson refuses as invalid JSON, are named as such)."""
+    (NaN and Infinity, which orjson refuses as invalid JSON, are named as such). With `max_lists`, the
+    structure is checked first (check_structure)."""
+    if max_lists is not None:
+        check_structure(raw, max_lists)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -47,6 +58,29 @@ def load_json(raw: bytes) -> Any:
         raise bad_request(
             f"the body is not valid JSON: {error.msg if hasattr(error, 'msg') else error}"
         ) from None
+    except RecursionError:
+        raise bad_request("the body is nested too deeply to be a tensor") from None
+
+
+def parameters(item: dict, where: str) -> dict:
+    """The optional 'parameters' object of a request, input or output; anything else is a 400."""
+    value = item.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad_request(f"'parameters' of {where} must be an object")
+    return value
+
+
+def check_numbers(name: str, data: Any) -> None:
+    """Nested lists of JSON numbers only: strings ("0.5") and booleans are refused, as Triton does."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if type(item) is list:
+            pending.extend(item)
+        elif type(item) not in (int, float):
+            raise bad_request(f"input {name!r}: data must be numbers, received {type(item).__name__} values")
 
 
 def check_finite(name: str, values: np.ndarray) -> np.ndarray:
@@ -60,19 +94,20 @@ def expected_shape(spec: dict, rows: int) -> list[int]:
 
 
 def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndarray:
+    if not isinstance(data, np.ndarray):
+        check_numbers(name, data)
     try:
         values = np.asarray(data, dtype=dtype)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise bad_request(f"input {name!r}: data must be numbers of the declared datatype") from None
-    if values.size != int(np.prod(shape)):
-        raise bad_request(
-            f"input {name!r}: shape {shape} needs {int(np.prod(shape))} values, received {values.size}"
-        )
+    needed = math.prod(shape)  # Python integers: a huge declared shape cannot overflow
+    if values.size != needed:
+        raise bad_request(f"input {name!r}: shape {shape} needs {needed} values, received {values.size}")
     return values.reshape(shape)
 
 
 def check_v2_shape(name: str, spec: dict, shape: Any) -> list[int]:
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise bad_request(f"input {name!r}: shape must be a list of non-negative integers")
     if len(shape) != len(spec["shape"]) or shape[1:] != spec["shape"][1:] or shape[0] < 1:
         raise bad_request(f"input {name!r}: expected shape {['N', *spec['shape'][1:]]}, received {shape}")
@@ -83,12 +118,15 @@ def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[s
     tensors = request.get("inputs")
     if not isinstance(tensors, list) or not tensors:
         raise bad_request("'inputs' must be a non-empty list of tensors")
+    parameters(request, "the request")
     feeds: dict[str, np.ndarray] = {}
     offset = 0
     for tensor in tensors:
         if not isinstance(tensor, dict) or not {"name", "shape", "datatype"} <= tensor.keys():
             raise bad_request("every input needs 'name', 'shape' and 'datatype'")
         name = tensor["name"]
+        if not isinstance(name, str):
+            raise bad_request("an input's 'name' must be a string")
         spec = next((s for s in model.inputs if s["name"] == name), None)
         if spec is None:
             raise bad_request(
@@ -100,10 +138,9 @@ def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[s
             )
         shape = check_v2_shape(name, spec, tensor["shape"])
         dtype = V2_DATATYPES[spec["datatype"]]
-        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        size = parameters(tensor, f"input {name!r}").get("binary_data_size")
         if size is not None:
-            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
-                raise bad_request(f"input {name!r}: binary_data_size {size} exceeds the binary data sent")
+            check_binary_size(name, size, dtype, len(binary) - offset)
             values = to_array(name, np.frombuffer(binary[offset : offset + size], dtype=dtype), dtype, shape)
             offset += size
         elif "data" in tensor:
@@ -111,6 +148,8 @@ def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[s
         else:
             raise bad_request(f"input {name!r}: give 'data' or parameters.binary_data_size")
         feeds[name] = check_finite(name, values)
+    if offset != len(binary):
+        raise bad_request(f"{len(binary) - offset} bytes of binary data follow the last input's tensor")
     missing = [s["name"] for s in model.inputs if s["name"] not in feeds]
     if missing:
         raise bad_request(f"missing input(s) {missing}")
@@ -120,17 +159,28 @@ def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[s
     return feeds
 
 
-def split_v2_request(body: bytes, header_length: str | None) -> tuple[dict, bytes]:
+def check_binary_size(name: str, size: Any, dtype: np.dtype, available: int) -> None:
+    if type(size) is not int or size < 0:
+        raise bad_request(f"input {name!r}: binary_data_size must be a non-negative integer")
+    if size % dtype.itemsize:
+        raise bad_request(
+            f"input {name!r}: binary_data_size {size} is not a multiple of {dtype.itemsize} bytes"
+        )
+    if size > available:
+        raise bad_request(f"input {name!r}: binary_data_size {size} exceeds the binary data sent")
+
+
+def split_v2_request(body: bytes, header_length: str | None, max_lists: int) -> tuple[dict, bytes]:
     """The JSON part and the binary part of a V2 request body."""
     if header_length is None:
-        request = load_json(body)
+        request = load_json(body, max_lists)
         binary = b""
     else:
-        if not header_length.isdigit() or int(header_length) > len(body):
+        if not (header_length.isascii() and header_length.isdigit()) or int(header_length) > len(body):
             raise bad_request(
                 f"{HEADER_LENGTH} must be the byte length of the JSON part, received {header_length!r}"
             )
-        request = load_json(body[: int(header_length)])
+        request = load_json(body[: int(header_length)], max_lists)
         binary = body[int(header_length) :]
     if not isinstance(request, dict):
         raise bad_request("the request must be a JSON object")
@@ -139,7 +189,7 @@ def split_v2_request(body: bytes, header_length: str | None) -> tuple[dict, byte
 
 def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool]]:
     """(output name, as binary) pairs, in the order the client asked (all outputs by default)."""
-    everything_binary = bool((request.get("parameters") or {}).get("binary_data_output", False))
+    everything_binary = bool(parameters(request, "the request").get("binary_data_output", False))
     asked = request.get("outputs")
     names = [spec["name"] for spec in model.outputs]
     if not asked:
@@ -149,7 +199,7 @@ def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool
         name = output.get("name") if isinstance(output, dict) else None
         if name not in names:
             raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
-        binary = (output.get("parameters") or {}).get("binary_data", everything_binary)
+        binary = parameters(output, f"output {name!r}").get("binary_data", everything_binary)
         result.append((str(name), bool(binary)))
     return result
 

@@ -6,9 +6,9 @@ import re
 
 from flask import Blueprint, Response, jsonify
 
-from serve.app import infer, read_body, repository, require_json
+from serve.app import infer, read_json, repository, require_json
 from serve.errors import bad_request, not_found
-from serve.tensors import decode_tfserving, load_json
+from serve.tensors import decode_tfserving
 
 blueprint = Blueprint("tfserving", __name__)
 SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|/metadata)?")
@@ -65,7 +65,7 @@ def predict(spec: str) -> Response:
         raise not_found(f"no route POST /v1/models/{spec}: use :predict")
     model = repository().get(name, version)
     require_json()
-    body = load_json(read_body(model))
+    body = read_json(model)
     if not isinstance(body, dict):
         raise bad_request("the request must be a JSON object")
     feeds, form = decode_tfserving(body, model)

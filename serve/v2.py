@@ -6,7 +6,7 @@ import json
 
 from flask import Blueprint, Response, jsonify, request
 
-from serve.app import infer, read_body, repository
+from serve.app import infer, max_lists, read_body, repository
 from serve.errors import ScoringError
 from serve.repository import LoadedModel
 from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
@@ -74,7 +74,7 @@ def infer_v2(name: str, version: str | None = None) -> Response:
             f"with {HEADER_LENGTH}",
             415,
         )
-    body, binary = split_v2_request(read_body(model), header_length)
+    body, binary = split_v2_request(read_body(model), header_length, max_lists(model))
     outputs = infer(model, decode_v2_inputs(body, binary, model), "v2")
     document, raw = encode_v2_response(model, body, outputs)
     if not raw:

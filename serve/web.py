@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
-from serve.app import infer, metrics, read_body, repository, require_json
+from serve.app import infer, metrics, read_json, repository, require_json
 from serve.errors import bad_request
 from serve.openapi import document
-from serve.tensors import check_finite, load_json, to_array
+from serve.tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
 STATIC = Path(__file__).parent / "static"
@@ -27,7 +27,7 @@ def score() -> Response:
     name = request.args.get("model")
     model = repository().get(name, request.args.get("version")) if name else repository().default()
     require_json()
-    body = load_json(read_body(model))
+    body = read_json(model)
     if not isinstance(body, dict) or "features" not in body:
         raise bad_request('send {"features": [...]} with one row of values')
     spec = model.inputs[0]

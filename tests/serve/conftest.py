@@ -52,3 +52,62 @@ def serve_app(onnx_repo):
 @pytest.fixture
 def live(serve_app) -> LiveServer:
     return serve_app()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServeProcess:
+    """`python -m serve` as a user runs it, on a free port, stopped at the end of the test."""
+
+    def __init__(self, repo: Path, *args: str) -> None:
+        import subprocess
+        import sys
+
+        from tests.conftest import REPO
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "serve", "--repo", str(repo), "--port", str(self.port), *args]
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, seconds: float = 60) -> None:
+        import time
+
+        import requests
+
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                if requests.get(f"{self.url}/v2/health/ready", timeout=1).ok:
+                    return
+            except requests.ConnectionError:
+                pass
+            assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
+
+    def stop(self) -> str:
+        self.process.terminate()
+        output, _ = self.process.communicate(timeout=30)
+        return output.decode(errors="replace")
+
+
+@pytest.fixture
+def serve_process(onnx_repo):
+    started: list[ServeProcess] = []
+
+    def start(*args: str) -> ServeProcess:
+        server = ServeProcess(onnx_repo, *args)
+        started.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.stop()

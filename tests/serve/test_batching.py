@@ -94,3 +94,14 @@ def test_large_requests_bypass_the_queue():
     batcher.submit({"x": np.zeros((10, 2), np.float32)})
     assert time.perf_counter() - started < 0.5 and calls == [10]
     batcher.close()
+
+
+def test_a_request_after_close_runs_at_once_on_the_session():
+    """A request that took a version just before the version was removed is answered, not left to time out."""
+    batcher = Batcher(lambda f: {"y": f["x"] * 3}, max_batch=8, delay_ms=50, name="t")
+    batcher.close()
+    time.sleep(0.5)  # the batching thread has ended
+    started = time.perf_counter()
+    result = batcher.submit({"x": np.ones((1, 2), np.float32)}, timeout=2)["y"]
+    np.testing.assert_array_equal(result, np.full((1, 2), 3.0))
+    assert time.perf_counter() - started < 1

@@ -1,46 +1,36 @@
-"""`python -m serve` as a user runs it: gunicorn workers on a real port."""
+"""`python -m serve` as a user runs it: waitress on a real port, one process whose counters only grow."""
 
 from __future__ import annotations
 
-import socket
+import re
 import subprocess
 import sys
-import time
 
 import requests
 
 from tests.conftest import REPO
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def test_server_scores(serve_process):
+    server = serve_process()
+    answer = requests.post(f"{server.url}/score?model=mnist", json={"features": [0.5] * 784}, timeout=10)
+    assert answer.ok and len(answer.json()["probabilities"]) == 10
 
 
-def test_gunicorn_server_scores(onnx_repo):
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "serve", "--repo", str(onnx_repo), "--port", str(port), "--workers", "2"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        answer = requests.post(f"http://127.0.0.1:{port}/score?model=mnist", json={"features": [0.5] * 784})
-        assert answer.ok and len(answer.json()["probabilities"]) == 10
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+def request_count(url: str) -> float:
+    text = requests.get(f"{url}/metrics", timeout=5).text
+    counts = re.findall(r'^nnsql_requests_total\{[^}]*model="mnist"[^}]*\} ([0-9.e+]+)$', text, re.M)
+    return sum(float(count) for count in counts)
+
+
+def test_metrics_never_go_backwards(serve_process):
+    """Every scrape sees all requests so far (several server processes would each count alone)."""
+    server = serve_process("--threads", "4")
+    seen = []
+    for _ in range(12):
+        requests.post(f"{server.url}/score?model=mnist", json={"features": [0.5] * 784}, timeout=10)
+        seen.append(request_count(server.url))
+    assert seen == sorted(seen) and seen[-1] - seen[0] == 11
 
 
 def test_missing_repository_is_one_line(tmp_path):

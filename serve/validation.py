@@ -1,0 +1,61 @@
+"""What makes a version directory servable: a metadata.json of the right form that agrees with its ONNX
+graph. A version that fails is never served; the one before it keeps serving."""
+
+from __future__ import annotations
+
+from typing import Any
+
+V2_TYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32"}
+V2_TYPES |= {"FP64"}
+
+
+class InvalidVersion(ValueError):
+    """The version's files are there but cannot be served; the message says why, in one line."""
+
+
+def check_tensor_specs(specs: Any, role: str) -> list[dict]:
+    if not isinstance(specs, list) or not specs:
+        raise InvalidVersion(f"metadata '{role}' must be a non-empty list")
+    for spec in specs:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise InvalidVersion(f"every metadata '{role}' entry needs a string 'name'")
+        shape = spec.get("shape")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= -1 for d in shape):
+            raise InvalidVersion(f"{role} {spec['name']!r}: 'shape' must be a list of integers (-1 for any)")
+        if spec.get("datatype") not in V2_TYPES:
+            raise InvalidVersion(f"{role} {spec['name']!r}: unknown datatype {spec.get('datatype')!r}")
+    return specs
+
+
+def onnx_shape(argument: Any) -> list[int]:
+    """An onnxruntime NodeArg's shape, symbolic dimensions as -1."""
+    return [d if isinstance(d, int) else -1 for d in argument.shape]
+
+
+def agree(specs: list[dict], arguments: list[Any], role: str) -> None:
+    graph = {argument.name: onnx_shape(argument) for argument in arguments}
+    for spec in specs:
+        if spec["name"] not in graph:
+            raise InvalidVersion(f"{role} {spec['name']!r} is not in the ONNX graph ({sorted(graph)})")
+        declared, actual = spec["shape"][1:], graph[spec["name"]][1:]
+        fits = len(declared) == len(actual) and all(
+            a in (-1, d) for d, a in zip(declared, actual, strict=True)
+        )
+        if not fits:
+            raise InvalidVersion(
+                f"{role} {spec['name']!r}: metadata shape {spec['shape']} disagrees with ONNX"
+            )
+
+
+def check_version(metadata: Any, session: Any) -> dict:
+    """The metadata, checked in form and against the session's graph; InvalidVersion otherwise."""
+    if not isinstance(metadata, dict):
+        raise InvalidVersion("metadata.json must hold an object")
+    inputs = check_tensor_specs(metadata.get("inputs"), "inputs")
+    outputs = check_tensor_specs(metadata.get("outputs"), "outputs")
+    classes = metadata.get("classes", [])
+    if not isinstance(classes, list) or not all(isinstance(label, str) for label in classes):
+        raise InvalidVersion("metadata 'classes' must be a list of strings")
+    agree(inputs, session.get_inputs(), "input")
+    agree(outputs, session.get_outputs(), "output")
+    return metadata
