@@ -1,11 +1,11 @@
 """Benchmark: the HTTP scorer under load, next to a raw in-process onnxruntime loop (the ceiling).
 
-Starts `python -m serve` (waitress, one process) on a free port and drives it with wrk (Debian's package)
-from a separate process: single-row MNIST requests over KServe V2, JSON and binary payloads, at 1, 8 and
-32 concurrent connections. In the same run, measures onnxruntime alone: single-row session.run calls
-per second and rows per second in batches of 256. Prints requests/s and p50/p99 latency with ratios to the ceiling and
-writes bench/results/serve_http.json. Goal (2 cores): ≥ 1,500 req/s and p99 ≤ 10 ms at 8 clients;
-batched throughput within 2× of the raw ceiling.
+Starts `python -m serve` (waitress, one process) on a free port and drives it with wrk (Debian's
+package) from a separate process: single-row MNIST requests over KServe V2, JSON and binary payloads,
+at 1, 8 and 32 concurrent connections, and requests of 256 rows. In the same run, measures onnxruntime
+alone: single-row session.run calls per second and rows per second in batches of 256. Prints requests/s
+and p50/p99 latency with ratios to the ceiling and writes bench/results/serve_http.json. Goal (2 cores):
+≥ 1,500 req/s and p99 ≤ 10 ms at 8 clients; batched throughput within 2× of the raw ceiling.
 
     python -m bench.serve_http [--seconds 5] [--threads 8]
 """
