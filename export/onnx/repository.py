@@ -16,15 +16,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from export.errors import ExportError
+
 MODEL_FILE = "model.onnx"
 METADATA_FILE = "metadata.json"
+PUBLISH_ATTEMPTS = 20
+STAGING_PREFIX = ".staging-"
 
 
 def versions(model_dir: Path) -> list[int]:
+    """Every version number taken: a directory named by a number, complete or not (a half-written or
+    broken one still holds its number, so the next export never tries to rename onto it)."""
     if not model_dir.is_dir():
         return []
-    found = [int(p.name) for p in model_dir.iterdir() if p.name.isdigit() and (p / METADATA_FILE).exists()]
-    return sorted(found)
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.name.isascii() and p.name.isdigit())
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_abandoned_staging(model_dir: Path) -> None:
+    """Staging directories of exports that were killed (their process is gone)."""
+    for path in model_dir.glob(f"{STAGING_PREFIX}*"):
+        pid = path.name[len(STAGING_PREFIX) :].split("-")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def sha256_of(path: Path) -> str:
@@ -38,9 +61,15 @@ def sha256_of(path: Path) -> str:
 @contextmanager
 def staging(repo: Path, name: str) -> Iterator[Path]:
     """A temporary directory beside the versions, removed unless it was published."""
+    if repo.exists() and not repo.is_dir():
+        raise ExportError(f"--repo {repo} is not a directory")
     model_dir = repo / name
-    model_dir.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=".staging-", dir=model_dir))
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ExportError(f"cannot create {model_dir}: {error.strerror}") from None
+    remove_abandoned_staging(model_dir)
+    path = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=model_dir))
     try:
         yield path
     finally:
@@ -50,7 +79,7 @@ def staging(repo: Path, name: str) -> Iterator[Path]:
 def publish(staged: Path, repo: Path, name: str, metadata: dict) -> int:
     """Write metadata and rename the staged directory to the next version number (atomic on POSIX)."""
     model_dir = repo / name
-    while True:
+    for _ in range(PUBLISH_ATTEMPTS):
         version = (versions(model_dir) or [0])[-1] + 1
         metadata = {**metadata, "name": name, "version": version}
         (staged / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
@@ -59,3 +88,4 @@ def publish(staged: Path, repo: Path, name: str, metadata: dict) -> int:
             return version
         except OSError:  # another export took this number first
             continue
+    raise ExportError(f"could not take a version number in {model_dir} after {PUBLISH_ATTEMPTS} attempts")

@@ -38,3 +38,31 @@ def test_failed_parity_publishes_nothing(tmp_path, cern_mlp_path, capsys):
 def test_bad_input(tmp_path, name, message):
     with pytest.raises(ExportError, match=message):
         export(tmp_path / "missing.keras" if name == "mnist" else tmp_path, tmp_path, name, 10, 1e-5)
+
+
+def test_a_numbered_directory_without_metadata_is_skipped_not_looped_on(tmp_path, cern_mlp_path):
+    (tmp_path / "mnist" / "1").mkdir(parents=True)  # half-written by someone else: no metadata.json
+    (tmp_path / "mnist" / "1" / "model.onnx").write_bytes(b"partial")
+    (tmp_path / "mnist" / "²").mkdir()
+    assert export(cern_mlp_path, tmp_path, "mnist", 50, 1e-5)[0] == 2
+    assert sorted(p.name for p in (tmp_path / "mnist").iterdir()) == ["1", "2", "²"]
+
+
+def test_staging_left_by_a_killed_export_is_removed(tmp_path, cern_mlp_path):
+    import subprocess
+
+    finished = subprocess.Popen(["true"])  # a process that has ended: its pid names no live export
+    finished.wait()
+    abandoned = tmp_path / "mnist" / f".staging-{finished.pid}-abc"
+    abandoned.mkdir(parents=True)
+    assert export(cern_mlp_path, tmp_path, "mnist", 50, 1e-5)[0] == 1
+    assert sorted(p.name for p in (tmp_path / "mnist").iterdir()) == ["1"]
+
+
+def test_a_repository_path_that_is_a_file_is_one_line(tmp_path, cern_mlp_path, capsys):
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    args = ["--model", str(cern_mlp_path), "--repo", str(target), "--name", "mnist", "--sample-rows", "10"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a directory" in err and len(err.splitlines()) == 1 and target.read_text() == "root:x:0:0\n"
