@@ -46,10 +46,15 @@ class OracleDsn:
 
 
 def parse_dsn(text: str) -> OracleDsn:
+    if "@" in (text or "") and "/" in text.split("@")[0]:
+        raise ExportError(
+            "--dsn holds a password (user/password@...), which the process list shows to everyone: "
+            "give user@host:port/service and set ORACLE_PASSWORD or answer the prompt"
+        )
     match = DSN_FORM.fullmatch(text or "")
     if not match:
         raise ExportError(
-            f"invalid --dsn {text!r}: expected user@host:port/service, "
+            "invalid --dsn (not shown: it may hold a password): expected user@host:port/service, "
             "e.g. scott@db.example.org:1521/FREEPDB1"
         )
     return OracleDsn(match["user"], match["host"], int(match["port"] or 1521), match["service"])

@@ -19,13 +19,22 @@ from export.errors import ExportError
 from export.pipeline import VersionRecord
 from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
 
+PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
+
 
 def describe(dsn: str) -> str:
-    """user@host:port/dbname without the password (libpq defaults and PG* variables applied)."""
+    """user@host:port/dbname (libpq defaults and PG* variables applied). A DSN holding a password is
+    refused, since every user of the machine can read a command line; a malformed one is not echoed."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as error:
-        raise ExportError(f"invalid --dsn: {str(error).splitlines()[0]}") from error
+    except psycopg.ProgrammingError:
+        raise ExportError(
+            "invalid --dsn: not a libpq URI or key=value string (not shown: it may hold a password)"
+        ) from None
+    if info.get("password"):
+        raise ExportError(
+            f"--dsn holds a password, which the process list shows to everyone: {PASSWORD_ADVICE}"
+        )
     host = info.get("host") or "(PGHOST or local socket)"
     port = info.get("port") or "(default port)"
     return f"{info.get('user', '(current user)')}@{host}:{port}/{info.get('dbname', '(default db)')}"
@@ -39,10 +48,7 @@ def connect(dsn: str) -> psycopg.Connection:
     except psycopg.OperationalError as error:
         message = " ".join(str(error).split())
         if "authentication failed" in message or "no password supplied" in message:
-            raise ExportError(
-                f"PostgreSQL authentication failed for {where}: set PGPASSWORD, ~/.pgpass "
-                "or the password in --dsn"
-            ) from error
+            raise ExportError(f"PostgreSQL authentication failed for {where}: {PASSWORD_ADVICE}") from None
         raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
 
 

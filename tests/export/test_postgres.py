@@ -84,12 +84,13 @@ def test_unreachable_server_is_one_line(postgres_server, cern_mlp_path, capsys):
     assert err.startswith("error: cannot connect to PostgreSQL at x@") and len(err.splitlines()) == 1
 
 
-def test_wrong_password_says_how_to_fix(postgres_server, postgres_dsn, cern_mlp_path, capsys):
+def test_wrong_password_says_how_to_fix(postgres_server, postgres_dsn, cern_mlp_path, capsys, monkeypatch):
     with admin(postgres_dsn) as con:
         con.execute(f"DROP ROLE IF EXISTS {PASSWORD_USER}")
         con.execute(f"CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{PASSWORD}'")
     dbname = psycopg.conninfo.conninfo_to_dict(postgres_dsn)["dbname"]
-    dsn = postgres_server.dsn(dbname, user=PASSWORD_USER, password="Bad-Secret-42")
+    dsn = postgres_server.dsn(dbname, user=PASSWORD_USER)
+    monkeypatch.setenv("PGPASSWORD", "Bad-Secret-42")
     assert export(dsn, cern_mlp_path) == 2
     err = capsys.readouterr().err
     assert "authentication failed" in err and "PGPASSWORD" in err and "Bad-Secret-42" not in err
