@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -237,15 +238,37 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
     return ir.Graph(inputs=inputs, nodes=tuple(nodes), output=output, classes=tuple(labels))
 
 
+MAX_LABEL = 200
+
+
+def check_labels(labels: Any) -> tuple[str, ...]:
+    """Class labels from metadata: a list of single-line strings. They reach databases only as data, but
+    a line break could still end a statement in a script client (SQL*Plus), so none is allowed."""
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise ExportError("metadata 'classes' must be a list of strings, one label per class")
+    for index, label in enumerate(labels):
+        if not label or len(label) > MAX_LABEL:
+            raise ExportError(f"class label {index} must hold 1 to {MAX_LABEL} characters")
+        if any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp") for character in label):
+            raise ExportError(f"class label {index} holds a line break or control character: {label[:40]!r}")
+    return tuple(labels)
+
+
 def read_metadata(model_path: Path) -> dict[str, Any]:
-    """The `metadata.json` written beside the model by training, or {} when there is none."""
+    """The `metadata.json` written beside the model by training, or {} when there is none; its class
+    labels checked (check_labels)."""
     path = model_path.parent / "metadata.json"
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ExportError(f"cannot read {path}: {error}") from error
+        metadata = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ExportError(f"cannot read {path}: {first_line(error)}") from None
+    if not isinstance(metadata, dict):
+        raise ExportError(f"{path} must hold a JSON object")
+    if "classes" in metadata:
+        metadata["classes"] = list(check_labels(metadata["classes"]))
+    return metadata
 
 
 LEGACY_FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"

@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import ir
 from export.sqlformat import wrap
-from export.sqltext import literal, string_list
+from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "duckdb"
@@ -220,7 +220,7 @@ class DuckDBGenerator:
             checks=list(self.checks()),
             body=self.body(),
             n_classes=self.graph.n_classes,
-            classes=string_list(self.graph.classes),
+            name_literal=literal(self.name),
         )
         return wrap(text)
 

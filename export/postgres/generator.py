@@ -37,11 +37,6 @@ def value_variable(name: str, graph: ir.Graph) -> str:
     return name if any(spec.name == name for spec in graph.inputs) else f"v_{name}"
 
 
-def array_literal(items: tuple[str, ...]) -> str:
-    """A text[] constructor of string literals."""
-    return "ARRAY[" + ", ".join(literal(item) for item in items) + "]"
-
-
 class PostgresGenerator:
     """Walks an IR graph; one `emit_<Kind>` method per supported node kind returns a statement."""
 
@@ -113,7 +108,6 @@ class PostgresGenerator:
             # the PL/pgSQL body, or the PL/Python one on the fast path (which compiles more node kinds)
             statements=[] if self.fast_path else [wrap_line(self.statement(n)) for n in self.graph.nodes],
             output=self.var(self.graph.output),
-            classes=array_literal(self.graph.classes),
             plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()
             if self.fast_path
             else "",

@@ -255,3 +255,17 @@ def test_generated_plsql_matches_golden_text():
     text = generator.version_package() + generator.dispatch_spec() + generator.dispatch_body()
     check_golden(text, "oracle_tiny.sql")
     assert parse_errors(text) == []
+
+
+def test_hostile_labels_cannot_add_statements_to_the_scripts(tmp_path):
+    from tests.export.test_targets import HOSTILE_LABELS
+
+    counts = {}
+    for kind, labels in (("plain", [f"c{i}" for i in range(10)]), ("hostile", HOSTILE_LABELS)):
+        path = models.save(models.cern_mlp(n_features=16), tmp_path / kind, classes=labels)
+        assert script_only(path, tmp_path / f"{kind}_out", "labels") == 0
+        scripts = sorted((tmp_path / f"{kind}_out").glob("0*.sql"))
+        counts[kind] = [len(list(sql_statements(p.read_text()))) for p in scripts]
+        for script in scripts:
+            assert parse_errors(script.read_text()) == [], script.name
+    assert counts["hostile"] == counts["plain"]

@@ -148,3 +148,46 @@ def test_unsupported_layer_fails_and_creates_nothing(target, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "'layer_norm' (LayerNormalization)" in err and f"'{target.target}'" in err
     assert target.snapshot() == before
+
+
+HOSTILE_LABELS = [
+    "$fn$; CREATE TABLE pwned (x int); $fn$",
+    "it's'); DROP TABLE nnsql.models; --",
+    "*/ END; /* ",
+    "$$",
+    "ünïcødé ✓",
+    "\\\\",
+    "a",
+    "b",
+    "c",
+    "d",
+]
+
+
+def test_hostile_labels_stay_data(target, tmp_path):
+    model = models.cern_mlp(n_features=16, seed=4)
+    assert target.export(models.save(model, tmp_path / "hostile", classes=HOSTILE_LABELS), "hostile") == 0
+    assert target.query("SELECT hostile.classes()")[0][0] == HOSTILE_LABELS
+    x = np.random.default_rng(5).random((5, 16), dtype=np.float32)
+    expected = [HOSTILE_LABELS[i] for i in model.predict(x, verbose=0).argmax(1)]
+    assert [target.query("SELECT hostile.label(?)", [row.tolist()])[0][0] for row in x] == expected
+    tables = target.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'pwned'")
+    assert tables == [(0,)]
+
+
+@pytest.mark.parametrize("label", ["line\n/\nDROP TABLE nnsql_models", "tab\tbed", "nul\x00", ""])
+def test_labels_with_line_breaks_or_control_characters_are_refused(scorer, tmp_path, capsys, label):
+    classes = [label, *[f"c{i}" for i in range(9)]]
+    path = models.save(models.cern_mlp(n_features=16), tmp_path / "bad", classes=classes)
+    assert scorer.export(path, "bad") == 2
+    err = capsys.readouterr().err.strip()
+    assert "class label 0" in err and len(err.splitlines()) == 1
+
+
+def test_classes_that_are_not_a_list_of_strings_are_refused(scorer, tmp_path, capsys):
+    import json
+
+    path = models.save(models.cern_mlp(n_features=16), tmp_path / "odd")
+    (path.parent / "metadata.json").write_text(json.dumps({"classes": "abcdefghij"}))
+    assert scorer.export(path, "odd") == 2
+    assert "must be a list of strings" in capsys.readouterr().err

@@ -72,8 +72,11 @@ CREATE OR REPLACE MACRO tiny.score(features) AS (
         lambda _nn_q: list_position(_nn_q, list_max(_nn_q)) - 1)[1]
 );
 
--- Class labels, indexed by score() + 1.
-CREATE OR REPLACE MACRO tiny.classes() AS ['no', 'it''s yes'];
+-- Class labels, indexed by score() + 1: read from the registry, where they were stored as data.
+CREATE OR REPLACE MACRO tiny.classes() AS (
+    SELECT from_json(classes, '["VARCHAR"]') FROM nnsql.models
+     WHERE name = 'tiny' AND version = 3
+);
 
 -- Predicted class label.
 CREATE OR REPLACE MACRO tiny.label(features) AS (

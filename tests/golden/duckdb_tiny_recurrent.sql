@@ -132,8 +132,11 @@ CREATE OR REPLACE MACRO rnn.score(sequence, extra) AS (
         lambda _nn_q: list_position(_nn_q, list_max(_nn_q)) - 1)[1]
 );
 
--- Class labels, indexed by score() + 1.
-CREATE OR REPLACE MACRO rnn.classes() AS ['a', 'b'];
+-- Class labels, indexed by score() + 1: read from the registry, where they were stored as data.
+CREATE OR REPLACE MACRO rnn.classes() AS (
+    SELECT from_json(classes, '["VARCHAR"]') FROM nnsql.models
+     WHERE name = 'rnn' AND version = 1
+);
 
 -- Predicted class label.
 CREATE OR REPLACE MACRO rnn.label(sequence, extra) AS (

@@ -64,10 +64,13 @@ SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(sequence, extra))
 $fn$;
 
--- Class labels, indexed by score() + 1.
+-- Class labels, indexed by score() + 1: read from the registry, where they were stored as data.
 CREATE OR REPLACE FUNCTION tiny.classes()
-RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT ARRAY['a', 'b']::text[]
+RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+     WHERE m.name = 'tiny' AND m.version = 3
 $fn$;
 
 -- Predicted class label.
