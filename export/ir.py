@@ -188,10 +188,15 @@ class InputErrors:
 
     length: str  # followed by the received length
     nulls: str
+    nonfinite: str  # followed by the 0-based index of the first NaN or infinite value
+    dimensions: str  # an array of arrays where a flat array is needed
 
     @classmethod
     def of(cls, model: str, spec: TensorSpec) -> InputErrors:
         where = f"{model}.predict_proba: {spec.name}"
         return cls(
-            length=f"{where} must have {spec.size} values, got ", nulls=f"{where} contains NULL values"
+            length=f"{where} must have {spec.size} values, got ",
+            nulls=f"{where} contains NULL values",
+            nonfinite=f"{where} holds NaN or infinity at 0-based index ",
+            dimensions=f"{where} must be a one-dimensional array",
         )

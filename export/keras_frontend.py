@@ -20,6 +20,7 @@ import numpy as np
 
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
+from export.names import SQL_KEYWORDS
 
 # A converter returns an IR node, or the name of an existing value when the layer is an identity.
 Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | str"]
@@ -53,6 +54,8 @@ class Context:
             base = re.sub(r"[^a-z0-9_]", "_", keras_name.lower()).strip("_") or "value"
             if not base[0].isalpha():
                 base = f"v_{base}"
+            if base in SQL_KEYWORDS:  # a layer named 'from' or 'end' becomes 'from_layer'
+                base = f"{base}_layer"
             candidate, n = base, 1
             while candidate in self.names.values():
                 n += 1

@@ -204,6 +204,12 @@ class DuckDBGenerator:
             yield f"WHEN {spec.name} IS NULL THEN NULL"
             yield (f"WHEN len({spec.name}) <> {spec.size} THEN error({length_error} || len({spec.name}))")
             yield (f"WHEN list_count({spec.name}) <> {spec.size} THEN error({literal(errors.nulls)})")
+            # a NaN or an infinity makes the sum non-finite: cheap to test, and only then is it located
+            bad = f"list_transform({spec.name}, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE))"
+            yield (
+                f"WHEN NOT isfinite(list_sum({spec.name}::DOUBLE[])) THEN "
+                f"error({literal(errors.nonfinite)} || (list_position({bad}, true) - 1))"
+            )
 
     def render(self) -> str:
         environment = Environment(

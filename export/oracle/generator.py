@@ -151,7 +151,9 @@ class OracleGenerator:
             yield (
                 f"FOR i IN 1 .. {spec.name}.COUNT LOOP IF {spec.name}(i) IS NULL THEN "
                 "RAISE_APPLICATION_ERROR("
-                f"-20002, {literal(errors.nulls)}); END IF; END LOOP;"
+                f"-20002, {literal(errors.nulls)}); END IF; "
+                f"IF {spec.name}(i) IS NAN OR {spec.name}(i) IS INFINITE THEN RAISE_APPLICATION_ERROR("
+                f"-20003, {literal(errors.nonfinite)} || (i - 1)); END IF; END LOOP;"
             )
 
     def parameters(self) -> list[str]:

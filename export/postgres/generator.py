@@ -37,6 +37,14 @@ def value_variable(name: str, graph: ir.Graph) -> str:
     return name if any(spec.name == name for spec in graph.inputs) else f"v_{name}"
 
 
+def raise_if(condition: str, message: str, errcode: str, *arguments: str) -> str:
+    """One PL/pgSQL guard: IF condition THEN RAISE EXCEPTION 'message' (with % arguments) END IF."""
+    values = "".join(f", {argument}" for argument in arguments)
+    return (
+        f"IF {condition} THEN RAISE EXCEPTION {literal(message)}{values} USING ERRCODE = '{errcode}'; END IF;"
+    )
+
+
 class PostgresGenerator:
     """Walks an IR graph; one `emit_<Kind>` method per supported node kind returns a statement."""
 
@@ -75,6 +83,7 @@ class PostgresGenerator:
                 yield literal(f"{node.name}.{role}"), weight_variable(node, role)
 
     def variables(self) -> Iterator[str]:
+        yield "nn_bad_index bigint"  # the index of a NaN or infinite feature, if any
         for node in self.graph.nodes:
             yield f"{self.var(node.name)} float8[]"
             for role, _ in node.weights():
@@ -82,16 +91,25 @@ class PostgresGenerator:
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
-            errors = ir.InputErrors.of(self.name, spec)
-            yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
-            yield (
-                f"IF cardinality({spec.name}) <> {spec.size} THEN RAISE EXCEPTION "
-                f"{literal(errors.length + '%')}, cardinality({spec.name}) "
-                "USING ERRCODE = 'array_subscript_error'; END IF;"
+            errors, x = ir.InputErrors.of(self.name, spec), spec.name
+            yield f"IF {x} IS NULL THEN RETURN NULL; END IF;"
+            yield raise_if(
+                f"cardinality({x}) <> {spec.size}",
+                errors.length + "%",
+                "array_subscript_error",
+                f"cardinality({x})",
             )
+            yield raise_if(f"array_ndims({x}) <> 1", errors.dimensions, "array_subscript_error")
+            yield raise_if(f"array_position({x}, NULL) IS NOT NULL", errors.nulls, "null_value_not_allowed")
+            # '[0:783]={...}' keeps its bounds and the kernels index from 1: a slice renumbers from 1
+            renumbered = f"{x}[array_lower({x}, 1):array_upper({x}, 1)]"
+            yield f"IF array_lower({x}, 1) <> 1 THEN {x} := {renumbered}; END IF;"
             yield (
-                f"IF array_position({spec.name}, NULL) IS NOT NULL THEN RAISE EXCEPTION "
-                f"{literal(errors.nulls)} USING ERRCODE = 'null_value_not_allowed'; END IF;"
+                f"SELECT t.i - 1 INTO nn_bad_index FROM unnest({x}) WITH ORDINALITY AS t(e, i) "
+                "WHERE t.e = 'NaN' OR t.e = 'Infinity' OR t.e = '-Infinity' LIMIT 1;"
+            )
+            yield raise_if(
+                "nn_bad_index IS NOT NULL", errors.nonfinite + "%", "data_exception", "nn_bad_index"
             )
 
     def render(self) -> str:

@@ -96,6 +96,10 @@ class PlPythonGenerator:
             )
             yield (f"if any(value is None for value in {spec.name}):\n    plpy.error({errors.nulls!r})")
             yield f"{self.var(spec.name)} = np.asarray({spec.name}, dtype=np.float64)"
+            yield (
+                f"_bad = np.flatnonzero(~np.isfinite({self.var(spec.name)}))\n"
+                f"if _bad.size:\n    plpy.error({errors.nonfinite + '%d'!r} % _bad[0])"
+            )
 
     def body(self) -> str:
         lines = [PRELUDE.format(name=self.name, version=self.version), *self.checks()]

@@ -44,12 +44,24 @@ def connect(dsn: str) -> psycopg.Connection:
     """Connect with one-line errors that say what to fix."""
     where = describe(dsn)
     try:
-        return psycopg.connect(dsn, connect_timeout=10)
+        connection = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.OperationalError as error:
         message = " ".join(str(error).split())
         if "authentication failed" in message or "no password supplied" in message:
             raise ExportError(f"PostgreSQL authentication failed for {where}: {PASSWORD_ADVICE}") from None
         raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
+    cancel_on_disconnect(connection)
+    return connection
+
+
+def cancel_on_disconnect(connection: psycopg.Connection) -> None:
+    """If the exporter dies (kill -9), the server stops its running query within a second instead of
+    finishing it while holding the export lock (client_connection_check_interval, PostgreSQL 14+)."""
+    try:
+        connection.execute("SET client_connection_check_interval = 1000")
+        connection.commit()
+    except psycopg.Error:  # an older server: it notices at its next write to the socket
+        connection.rollback()
 
 
 def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
@@ -78,6 +90,9 @@ class PostgresStore:
     def transaction(self) -> Iterator[None]:
         try:
             with self.con.transaction():
+                # One export at a time per database, before any DDL: the registry, the shared library
+                # functions and the schemas are created or replaced by every export.
+                self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:export'))")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 yield
@@ -90,8 +105,7 @@ class PostgresStore:
             raise ExportError(f"PostgreSQL error on {self.where}: {str(error).splitlines()[0]}") from error
 
     def next_version(self, name: str) -> int:
-        # Serialise concurrent exports of one name until this transaction ends.
-        self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:' || %s))", [name])
+        # Exports are serialised by the lock taken when the transaction began (transaction()).
         row = self.con.execute(
             "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = %s", [name]
         ).fetchone()

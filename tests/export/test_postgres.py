@@ -150,3 +150,37 @@ def test_plpython_fast_path_matches_tensorflow(postgres_dsn, mixed_layers_path, 
                 con.execute(f"SELECT {name}.score(%s)", [[0.5, 0.5]])
         assert language == "plpython3u"
         assert np.abs(np.array(rows) - model.predict(x, verbose=0)).max() <= 1e-5
+
+
+def test_concurrent_exports_all_succeed(postgres_dsn, cern_mlp_path, mixed_layers_path):
+    """Two exports of one name and one of another, at the same moment, from separate processes."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    def start(model, name):
+        command = [sys.executable, "-m", "export.postgres", "--model", str(model), "--dsn", postgres_dsn]
+        command += ["--name", name, "--quiet", "--sample-rows", "50"]
+        return subprocess.Popen(
+            command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE
+        )
+
+    processes = [
+        start(cern_mlp_path, "mnist"),
+        start(cern_mlp_path, "mnist"),
+        start(mixed_layers_path, "mixed"),
+    ]
+    errors = [process.communicate(timeout=300)[1].decode() for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0], errors
+    with admin(postgres_dsn) as con:
+        rows = con.execute("SELECT name, version, active FROM nnsql.models ORDER BY name, version").fetchall()
+    assert rows == [("mixed", 1, True), ("mnist", 1, False), ("mnist", 2, True)]
+
+
+def test_the_exporter_session_cancels_its_query_if_the_exporter_dies(postgres_dsn):
+    from export.postgres.store import connect
+
+    with connect(postgres_dsn) as con:
+        assert con.execute("SHOW client_connection_check_interval").fetchone()[0] == "1s"

@@ -191,3 +191,70 @@ def test_classes_that_are_not_a_list_of_strings_are_refused(scorer, tmp_path, ca
     (path.parent / "metadata.json").write_text(json.dumps({"classes": "abcdefghij"}))
     assert scorer.export(path, "odd") == 2
     assert "must be a list of strings" in capsys.readouterr().err
+
+
+def array_text(target, values: list[str]) -> tuple[str, str]:
+    """A row as array text and the cast that reads it, so that NaN reaches the database as NaN (the DuckDB
+    client turns a Python NaN parameter into NULL)."""
+    if target.target == "duckdb":
+        return "[" + ", ".join(values) + "]", "DOUBLE[]"
+    return "{" + ",".join(values) + "}", "float8[]"
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_a_nan_or_infinite_feature_is_an_error_naming_model_and_index(target, cern_mlp_path, bad):
+    assert target.export(cern_mlp_path) == 0
+    values = ["0.5"] * 784
+    values[5] = bad if target.target != "duckdb" else bad.lower().replace("infinity", "inf")
+    text, cast = array_text(target, values)
+    message = "mnist.predict_proba: features holds NaN or infinity at 0-based index 5"
+    with pytest.raises(target.error, match=message):
+        target.query(f"SELECT mnist.score(?::{cast})", [text])
+
+
+@pytest.fixture(params=["postgres", "postgres+plpython"])
+def postgres_target(request, tmp_path):
+    return executor(request.param, request, tmp_path)
+
+
+@pytest.mark.postgres
+def test_postgres_arrays_indexed_from_zero_score_like_the_rest(postgres_target, cern_mlp_path):
+    target = postgres_target
+    assert target.export(cern_mlp_path) == 0
+    row = np.random.default_rng(6).random(784)
+    literal = "[0:783]={" + ",".join(repr(float(v)) for v in row) + "}"
+    shifted = target.query("SELECT mnist.predict_proba(?::float8[])", [literal])[0][0]
+    plain = target.query("SELECT mnist.predict_proba(?)", [row.tolist()])[0][0]
+    np.testing.assert_allclose(shifted, plain, atol=0)
+    square = "{" + ",".join(["{" + ",".join(["0.5"] * 28) + "}"] * 28) + "}"
+    with pytest.raises(target.error, match=r"one-dimensional array|must have 784 values"):
+        target.query("SELECT mnist.score(?::float8[])", [square])
+
+
+@pytest.mark.parametrize(
+    "name", ["select", "table", "order", "default", "end", "true", "null", "array", "system"]
+)
+def test_a_keyword_as_model_name_is_one_line(target, cern_mlp_path, capsys, name):
+    before = target.snapshot()
+    assert target.export(cern_mlp_path, name) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"invalid model name {name!r}" in err and len(err.splitlines()) == 1
+    assert target.snapshot() == before
+
+
+def test_layers_named_like_keywords_compile(scorer, tmp_path):
+    import keras
+
+    inputs = keras.Input((12,), name="from")
+    x = keras.layers.Dense(8, activation="relu", name="end")(inputs)
+    x = keras.layers.Dense(8, activation="tanh", name="default")(x)
+    x = keras.layers.Dense(6, activation="sigmoid", name="all")(x)
+    outputs = keras.layers.Dense(3, activation="softmax", name="primary")(x)
+    model = models._seeded(keras.Model(inputs, outputs), 12)
+    assert scorer.export(models.save(model, tmp_path / "keywords"), "keywords") == 0
+    x = np.random.default_rng(8).random((10, 12), dtype=np.float32)
+    if isinstance(scorer, OracleScriptExecutor):
+        actual = scorer.predict("keywords", x, "from_layer")
+    else:
+        actual = scorer.predict("keywords", x)
+    assert np.abs(actual - model.predict(x, verbose=0)).max() <= 1e-5

@@ -30,6 +30,11 @@ CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
             'tiny.predict_proba: features must have 3 values, got ' || len(features)
         )
         WHEN list_count(features) <> 3 THEN error('tiny.predict_proba: features contains NULL values')
+        WHEN NOT isfinite(list_sum(features::DOUBLE[])) THEN error(
+            'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || (
+                list_position(list_transform(features, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+            )
+        )
         ELSE (
             list_transform(tiny.params(), lambda _nn_p:
             list_transform([features::DOUBLE[]], lambda _nn_features:

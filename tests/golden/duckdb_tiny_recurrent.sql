@@ -46,9 +46,19 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
             'rnn.predict_proba: sequence must have 6 values, got ' || len(sequence)
         )
         WHEN list_count(sequence) <> 6 THEN error('rnn.predict_proba: sequence contains NULL values')
+        WHEN NOT isfinite(list_sum(sequence::DOUBLE[])) THEN error(
+            'rnn.predict_proba: sequence holds NaN or infinity at 0-based index ' || (
+                list_position(list_transform(sequence, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+            )
+        )
         WHEN extra IS NULL THEN NULL
         WHEN len(extra) <> 1 THEN error('rnn.predict_proba: extra must have 1 values, got ' || len(extra))
         WHEN list_count(extra) <> 1 THEN error('rnn.predict_proba: extra contains NULL values')
+        WHEN NOT isfinite(list_sum(extra::DOUBLE[])) THEN error(
+            'rnn.predict_proba: extra holds NaN or infinity at 0-based index ' || (
+                list_position(list_transform(extra, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+            )
+        )
         ELSE (
             list_transform(rnn.params(), lambda _nn_p:
             list_transform([sequence::DOUBLE[]], lambda _nn_sequence:

@@ -95,7 +95,7 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
     BEGIN
         IF features IS NULL THEN RETURN NULL; END IF;
         IF features.COUNT <> 3 THEN RAISE_APPLICATION_ERROR(-20001, 'tiny.predict_proba: features must have 3 values, got ' || features.COUNT); END IF;
-        FOR i IN 1 .. features.COUNT LOOP IF features(i) IS NULL THEN RAISE_APPLICATION_ERROR(-20002, 'tiny.predict_proba: features contains NULL values'); END IF; END LOOP;
+        FOR i IN 1 .. features.COUNT LOOP IF features(i) IS NULL THEN RAISE_APPLICATION_ERROR(-20002, 'tiny.predict_proba: features contains NULL values'); END IF; IF features(i) IS NAN OR features(i) IS INFINITE THEN RAISE_APPLICATION_ERROR(-20003, 'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || (i - 1)); END IF; END LOOP;
         ensure_loaded;
         -- begin network
         v_hidden := slice(g_hidden_bias_1, 1, 2);

@@ -32,6 +32,9 @@ if len(features) != 3:
 if any(value is None for value in features):
     plpy.error('tiny.predict_proba: features contains NULL values')
 v_features = np.asarray(features, dtype=np.float64)
+_bad = np.flatnonzero(~np.isfinite(v_features))
+if _bad.size:
+    plpy.error('tiny.predict_proba: features holds NaN or infinity at 0-based index %d' % _bad[0])
 v_hidden = np.maximum((v_features @ weights["hidden.kernel"] + weights["hidden.bias"]), 0.0)
 v_output = _softmax((v_hidden @ weights["output.kernel"]))
 return v_output.tolist()

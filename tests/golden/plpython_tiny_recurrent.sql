@@ -32,6 +32,9 @@ if len(sequence) != 6:
 if any(value is None for value in sequence):
     plpy.error('tiny.predict_proba: sequence contains NULL values')
 v_sequence = np.asarray(sequence, dtype=np.float64)
+_bad = np.flatnonzero(~np.isfinite(v_sequence))
+if _bad.size:
+    plpy.error('tiny.predict_proba: sequence holds NaN or infinity at 0-based index %d' % _bad[0])
 if extra is None:
     return None
 if len(extra) != 1:
@@ -39,6 +42,9 @@ if len(extra) != 1:
 if any(value is None for value in extra):
     plpy.error('tiny.predict_proba: extra contains NULL values')
 v_extra = np.asarray(extra, dtype=np.float64)
+_bad = np.flatnonzero(~np.isfinite(v_extra))
+if _bad.size:
+    plpy.error('tiny.predict_proba: extra holds NaN or infinity at 0-based index %d' % _bad[0])
 _steps = v_sequence.reshape(3, 2)
 _k, _u, _b = weights["gru.kernel"], weights["gru.recurrent_kernel"], weights["gru.bias"]
 h = np.zeros(2)
