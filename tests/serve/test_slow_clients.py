@@ -38,3 +38,47 @@ def test_sixty_four_stalled_clients_do_not_stop_a_normal_one(serve_process):
     finally:
         for connection in stalled:
             connection.close()
+
+
+def test_eight_clients_under_load_all_get_correct_answers(serve_process):
+    """A bounded load test: 8 clients × 40 requests, JSON and binary alternating, every answer checked."""
+    import threading
+
+    import numpy as np
+
+    server = serve_process()
+    rows = np.random.default_rng(3).random((8, 784), dtype=np.float32)
+    reference = requests.post(
+        f"{server.url}/v2/models/mnist/infer",
+        json={
+            "inputs": [
+                {"name": "features", "shape": [8, 784], "datatype": "FP32", "data": rows.ravel().tolist()}
+            ]
+        },
+        timeout=10,
+    ).json()["outputs"][0]["data"]
+    expected = np.array(reference).reshape(8, 10)
+    failures: list[str] = []
+
+    def client(index: int) -> None:
+        session = requests.Session()
+        body = {
+            "inputs": [
+                {"name": "features", "shape": [1, 784], "datatype": "FP32", "data": rows[index].tolist()}
+            ]
+        }
+        for _ in range(40):
+            answer = session.post(f"{server.url}/v2/models/mnist/infer", json=body, timeout=10)
+            if answer.status_code != 200:
+                failures.append(f"{answer.status_code}: {answer.text[:80]}")
+                continue
+            got = np.array(answer.json()["outputs"][0]["data"])
+            if np.abs(got - expected[index]).max() > 1e-5:  # float32: batch composition may round differently
+                failures.append(f"client {index} got other probabilities")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
