@@ -155,6 +155,20 @@ class Graph:
                 return node
         raise KeyError(name)
 
+    def size_of(self, name: str) -> int:
+        """How many values the flat value `name` holds (an input, or a node's result)."""
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec.size
+        node = self.node(name)
+        if isinstance(node, Dense | GRU):
+            return node.units
+        if isinstance(node, Reshape):
+            return int(np.prod(node.shape))
+        if isinstance(node, Concatenate):
+            return sum(self.size_of(part) for part in node.inputs)
+        return self.size_of(node.inputs[0])  # elementwise: an activation keeps the size
+
     def named_weights(self) -> Iterator[tuple[str, Weights]]:
         """Every constant tensor as ('<node>.<role>', weights), in graph order."""
         for node in self.nodes:

@@ -44,6 +44,7 @@ class Context:
     target: str
     names: dict[str, str]
     masks: dict[str, float] = field(default_factory=dict)  # value name → Masking's mask_value
+    calls: dict[int, int] = field(default_factory=dict)  # id(layer) → times applied so far
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
         return UnsupportedLayer(describe(layer), self.target, detail)
@@ -62,6 +63,14 @@ class Context:
                 candidate = f"{base}_{n}"
             self.names[keras_name] = candidate
         return self.names[keras_name]
+
+    def node_name(self, layer: Any) -> str:
+        """The IR name of this application of `layer`: a layer applied twice (shared) gives two nodes."""
+        call = self.calls.get(id(layer), 1)
+        return self.name_for(layer.name if call == 1 else f"{layer.name}_call{call}")
+
+    def applying(self, layer: Any) -> None:
+        self.calls[id(layer)] = self.calls.get(id(layer), 0) + 1
 
 
 def describe(layer: Any) -> str:
@@ -82,7 +91,7 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     kernel = ir.Weights(np.asarray(layer.kernel.numpy()))
     bias = ir.Weights(np.asarray(layer.bias.numpy())) if layer.use_bias else None
     return ir.Dense(
-        name=ctx.name_for(layer.name),
+        name=ctx.node_name(layer),
         inputs=inputs,
         kernel=kernel,
         bias=bias,
@@ -97,7 +106,7 @@ def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | 
     if name == "linear":
         return inputs[0]
     return ir.ActivationNode(
-        name=ctx.name_for(layer.name), inputs=inputs, activation=name, source=describe(layer)
+        name=ctx.node_name(layer), inputs=inputs, activation=name, source=describe(layer)
     )
 
 
@@ -107,7 +116,7 @@ def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     if config.get("max_value") is not None or config.get("negative_slope") or config.get("threshold"):
         raise ctx.unsupported(layer, "ReLU with max_value, negative_slope or threshold")
     return ir.ActivationNode(
-        name=ctx.name_for(layer.name), inputs=inputs, activation="relu", source=describe(layer)
+        name=ctx.node_name(layer), inputs=inputs, activation="relu", source=describe(layer)
     )
 
 
@@ -118,7 +127,7 @@ def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     if axis not in (-1, rank - 1, [-1]):
         raise ctx.unsupported(layer, f"softmax over axis {axis}")
     return ir.ActivationNode(
-        name=ctx.name_for(layer.name), inputs=inputs, activation="softmax", source=describe(layer)
+        name=ctx.node_name(layer), inputs=inputs, activation="softmax", source=describe(layer)
     )
 
 
@@ -132,7 +141,7 @@ def _flatten(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str
     if len(layer.input.shape) == 2:
         return inputs[0]
     size = int(np.prod(layer.input.shape[1:]))
-    return ir.Reshape(name=ctx.name_for(layer.name), inputs=inputs, shape=(size,), source=describe(layer))
+    return ir.Reshape(name=ctx.node_name(layer), inputs=inputs, shape=(size,), source=describe(layer))
 
 
 @converts("Concatenate", produces="Concatenate")
@@ -140,18 +149,21 @@ def _concatenate(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     shapes = [tuple(t.shape) for t in layer.input]
     if any(len(shape) != 2 for shape in shapes) or layer.get_config().get("axis", -1) not in (-1, 1):
         raise ctx.unsupported(layer, f"concatenation of shapes {shapes} (only flat vectors)")
-    return ir.Concatenate(name=ctx.name_for(layer.name), inputs=inputs, source=describe(layer))
+    return ir.Concatenate(name=ctx.node_name(layer), inputs=inputs, source=describe(layer))
 
 
-@converts("Masking", produces="identity")
-def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> str:
-    """Vanishes, leaving its mask value for the recurrent layer that reads it. Keras zeroes the masked
-    steps, which is the identity only when the mask value is 0."""
+@converts("Masking", produces="Reshape")
+def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    """A value of its own (an identity Reshape) that carries the mask value to the recurrent layers fed
+    from it, and only to them: a layer fed from the unmasked input beside it stays unmasked, as in Keras.
+    Keras zeroes the masked steps, which is the identity only when the mask value is 0."""
     value = float(layer.get_config().get("mask_value", 0.0))
     if value != 0.0:
         raise ctx.unsupported(layer, f"mask_value {value} (only 0)")
-    ctx.masks[inputs[0]] = value
-    return inputs[0]
+    shape = tuple(int(d) for d in layer.input.shape[1:])
+    node = ir.Reshape(name=ctx.node_name(layer), inputs=inputs, shape=shape, source=describe(layer))
+    ctx.masks[node.name] = value
+    return node
 
 
 @converts("GRU", produces="GRU")
@@ -176,7 +188,7 @@ def _gru(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     cell = layer.cell
     bias = ir.Weights(np.asarray(cell.bias.numpy())) if config.get("use_bias", True) else None
     return ir.GRU(
-        name=ctx.name_for(layer.name),
+        name=ctx.node_name(layer),
         inputs=inputs,
         kernel=ir.Weights(np.asarray(cell.kernel.numpy())),
         recurrent_kernel=ir.Weights(np.asarray(cell.recurrent_kernel.numpy())),
@@ -226,6 +238,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         converter = CONVERTERS.get(type(layer).__name__)
         if converter is None:
             raise ctx.unsupported(layer)
+        ctx.applying(layer)
         result = converter(layer, input_names, ctx)
         if isinstance(result, ir.Node):
             nodes.append(result)

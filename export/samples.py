@@ -43,10 +43,29 @@ def _dataset_rows(graph: ir.Graph, metadata: dict[str, Any], rows: int) -> Sampl
     return SampleSet({spec.name: chosen}, f"{name} test split, first {len(chosen)} rows")
 
 
+def zero_padded(values: np.ndarray) -> np.ndarray:
+    """Sequence rows (rows × steps × features) zero-padded after varied lengths, as masked inputs arrive:
+    in turn all steps kept, all but one, one, half, and a length that walks through every value. The
+    parity check then sees what masking changes; an unmasked layer simply reads the zeros."""
+    if values.ndim != 3:
+        return values
+    steps = values.shape[1]
+    for row in range(len(values)):
+        kept = (steps, steps - 1, 1, max(1, steps // 2), row % steps + 1)[row % 5]
+        values[row, kept:, :] = 0.0
+    return values
+
+
 def sample_inputs(graph: ir.Graph, metadata: dict[str, Any], rows: int) -> SampleSet:
     found = _dataset_rows(graph, metadata, rows)
     if found is not None:
         return found
     generator = np.random.default_rng(SEED)
-    inputs = {spec.name: generator.random((rows, *spec.shape), dtype=np.float32) for spec in graph.inputs}
-    return SampleSet(inputs, f"{rows} seeded uniform random rows")
+    inputs = {
+        spec.name: zero_padded(generator.random((rows, *spec.shape), dtype=np.float32))
+        for spec in graph.inputs
+    }
+    padded = any(len(spec.shape) == 2 for spec in graph.inputs)
+    return SampleSet(
+        inputs, f"{rows} seeded uniform random rows" + (", sequences zero-padded" if padded else "")
+    )

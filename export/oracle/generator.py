@@ -135,6 +135,15 @@ class OracleGenerator:
     def emit_Reshape(self, node: ir.Reshape, x: str) -> Iterator[str]:
         yield f"{self.var(node.name)} := {x};"
 
+    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> Iterator[str]:
+        """The parts placed one after the other into a vector of their total size."""
+        y = self.var(node.name)
+        yield f"{y} := zeros({self.graph.size_of(node.name)});"
+        offset = 0
+        for name, part in zip(node.inputs, parts, strict=True):
+            yield f"place({y}, {part}, {offset});"
+            offset += self.graph.size_of(name)
+
     def statements(self) -> Iterator[str]:
         for node in self.graph.nodes:
             method = emitter(self, node, TARGET)

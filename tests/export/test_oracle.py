@@ -177,7 +177,8 @@ def test_oracle_errors_say_the_fix(message, expected):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--name", "select"], "reserved in Oracle"),
+        (["--name", "standard"], "reserved in Oracle"),
+        (["--name", "select"], "an SQL keyword"),
         (["--name", "a_very_long_model_name_for_oracle"], "at most 25 characters"),
         (["--name", "x; drop"], "invalid model name"),
         (["--dsn", "not-a-dsn"], "expected user@host:port/service"),

@@ -27,8 +27,8 @@ def classifier_path(tmp_path_factory):
 
 def test_front_end_folds_the_mask_into_the_gru():
     graph = to_ir(models.inclusive_classifier(), target="reference")
-    assert [node.kind for node in graph.nodes] == ["GRU", "Concatenate", "Dense", "Dense"]
-    gru = graph.nodes[0]
+    assert [node.kind for node in graph.nodes] == ["Reshape", "GRU", "Concatenate", "Dense", "Dense"]
+    gru = graph.nodes[1]
     assert (
         isinstance(gru, ir.GRU)
         and gru.mask_value == 0.0
@@ -143,3 +143,60 @@ def test_masking_with_another_value_is_refused():
     outputs = keras.layers.GRU(4, name="gru")(masked)
     with pytest.raises(UnsupportedLayer, match=r"'pad' \(Masking\).*mask_value -1.0"):
         to_ir(keras.Model(inputs, outputs), target="duckdb")
+
+
+def masked_and_unmasked_gru(seed: int = 6):
+    """One sequence input feeding a masked GRU and, beside it, an unmasked one (Keras masks only the first)."""
+    import keras
+
+    sequence = keras.Input((6, 3), name="sequence")
+    masked = keras.layers.GRU(4, name="masked_gru")(keras.layers.Masking(0.0, name="mask")(sequence))
+    plain = keras.layers.GRU(4, name="plain_gru")(sequence)
+    joined = keras.layers.Concatenate(name="joined")([masked, plain])
+    outputs = keras.layers.Dense(3, activation="softmax", name="out")(joined)
+    return models._seeded(keras.Model(sequence, outputs), seed)
+
+
+def padded(rows: int, seed: int = 0) -> np.ndarray:
+    values = np.random.default_rng(seed).random((rows, 6, 3), dtype=np.float32)
+    for row in range(rows):
+        values[row, 1 + row % 6 :, :] = 0.0
+    return values
+
+
+def test_only_the_layers_fed_by_masking_are_masked(tmp_path):
+    model = masked_and_unmasked_gru()
+    graph = to_ir(model, target="reference")
+    grus = {node.name: node.mask_value for node in graph.nodes if isinstance(node, ir.GRU)}
+    assert grus == {"masked_gru": 0.0, "plain_gru": None}
+    x = padded(30)
+    assert np.abs(reference.run(graph, x) - model.predict(x, verbose=0)).max() <= 1e-5
+
+
+@pytest.mark.duckdb
+def test_duckdb_scores_masked_and_unmasked_grus_like_keras(tmp_path):
+    from tests.export.executors import DuckDBExecutor
+
+    model = masked_and_unmasked_gru()
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(models.save(model, tmp_path / "m"), "seq") == 0
+    x = padded(30, seed=1)
+    assert np.abs(executor.predict("seq", x) - model.predict(x, verbose=0)).max() <= 1e-5
+
+
+@pytest.mark.duckdb
+def test_the_parity_gate_catches_a_mask_applied_to_the_wrong_layer(tmp_path, monkeypatch, capsys):
+    """The old front end put the mask on the input value itself, so both GRUs skipped padded steps: its
+    export must now fail the parity check, because the sample rows hold zero-padded sequences."""
+    from export import keras_frontend
+
+    def mask_on_the_input(layer, inputs, ctx):  # the bug, reproduced
+        ctx.masks[inputs[0]] = 0.0
+        return inputs[0]
+
+    monkeypatch.setitem(keras_frontend.CONVERTERS, "Masking", mask_on_the_input)
+    from tests.export.executors import DuckDBExecutor
+
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(models.save(masked_and_unmasked_gru(), tmp_path / "m"), "seq") == 2
+    assert "version not published" in capsys.readouterr().err

@@ -258,3 +258,34 @@ def test_layers_named_like_keywords_compile(scorer, tmp_path):
     else:
         actual = scorer.predict("keywords", x)
     assert np.abs(actual - model.predict(x, verbose=0)).max() <= 1e-5
+
+
+def shared_layer_models():
+    """A Dense layer used twice side by side, and one applied twice in a chain."""
+    import keras
+
+    inputs = keras.Input((8,), name="features")
+    shared = keras.layers.Dense(8, activation="tanh", name="shared")
+    side = keras.layers.Concatenate(name="both")(
+        [shared(inputs), shared(keras.layers.ReLU(name="r")(inputs))]
+    )
+    side_by_side = keras.Model(inputs, keras.layers.Dense(3, activation="softmax", name="out")(side))
+    chain_in = keras.Input((8,), name="features")
+    twice = keras.layers.Dense(8, activation="sigmoid", name="twice")
+    chained = keras.Model(
+        chain_in, keras.layers.Dense(3, activation="softmax", name="out")(twice(twice(chain_in)))
+    )
+    return {"side_by_side": models._seeded(side_by_side, 13), "chained": models._seeded(chained, 14)}
+
+
+@pytest.mark.parametrize("kind", ["side_by_side", "chained"])
+def test_shared_layers_compile_on_every_target(scorer, tmp_path, kind):
+    model = shared_layer_models()[kind]
+    assert scorer.export(models.save(model, tmp_path / kind), "shared") == 0
+    x = np.random.default_rng(15).random((40, 8), dtype=np.float32)
+    if isinstance(scorer, OracleScriptExecutor):
+        actual = scorer.predict("shared", x, "features")
+    else:
+        actual = scorer.predict("shared", x)
+    expected = model.predict(x, verbose=0)
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
