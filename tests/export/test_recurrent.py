@@ -146,7 +146,7 @@ def test_masking_with_another_value_is_refused():
 
 
 def masked_and_unmasked_gru(seed: int = 6):
-    """One sequence input feeding a masked GRU and, beside it, an unmasked one (Keras masks the first only)."""
+    """One sequence input feeding a masked GRU and, beside it, an unmasked one (only the first is masked)."""
     import keras
 
     sequence = keras.Input((6, 3), name="sequence")
