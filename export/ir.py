@@ -13,12 +13,26 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Literal
 
 import numpy as np
 
-Activation = Literal["linear", "relu", "sigmoid", "tanh", "softmax"]
-ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax")
+Activation = str  # one of ACTIVATIONS
+# Elementwise activations beyond the first five are written once in export/activations.py for every target.
+ELEMENTWISE: tuple[str, ...] = (
+    "elu",
+    "selu",
+    "softplus",
+    "softsign",
+    "silu",
+    "hard_sigmoid",
+    "hard_sigmoid_keras2",
+    "hard_silu",
+    "exponential",
+    "relu6",
+    "leaky_relu",
+    "mish",
+)
+ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
 
 
 @dataclass(frozen=True, eq=False)

@@ -77,11 +77,25 @@ def describe(layer: Any) -> str:
     return f"'{layer.name}' ({type(layer).__name__})"
 
 
-def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
-    name = layer.get_config().get("activation", "linear")
+# Keras names that are aliases of an IR activation; tf.keras's hard_sigmoid is another function.
+ALIASES = {"swish": "silu", "hard_swish": "hard_silu", "relu6": "relu6"}
+LEGACY_ALIASES = {**ALIASES, "hard_sigmoid": "hard_sigmoid_keras2"}
+
+
+def activation_name(name: Any, layer: Any, ctx: Context) -> ir.Activation:
+    """The IR activation for a Keras activation name, by the Keras that wrote the layer."""
+    if isinstance(name, dict):  # tf.keras may serialise {'class_name': 'function', 'config': 'elu'}
+        name = name.get("config", name)
+    legacy = type(layer).__module__.startswith("tf_keras")
+    if isinstance(name, str):
+        name = (LEGACY_ALIASES if legacy else ALIASES).get(name, name)
     if not isinstance(name, str) or name not in ir.ACTIVATIONS:
         raise ctx.unsupported(layer, f"activation {name!r}")
-    return name  # type: ignore[return-value]
+    return name
+
+
+def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
+    return activation_name(layer.get_config().get("activation", "linear"), layer, ctx)
 
 
 @converts("Dense", produces="Dense")
@@ -113,10 +127,14 @@ def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | 
 @converts("ReLU", produces="ActivationNode")
 def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     config = layer.get_config()
-    if config.get("max_value") is not None or config.get("negative_slope") or config.get("threshold"):
-        raise ctx.unsupported(layer, "ReLU with max_value, negative_slope or threshold")
+    if config.get("negative_slope") or config.get("threshold"):
+        raise ctx.unsupported(layer, "ReLU with negative_slope or threshold")
+    limit = config.get("max_value")
+    if limit is not None and float(limit) != 6.0:
+        raise ctx.unsupported(layer, f"ReLU with max_value={limit} (only 6: relu6)")
+    activation = "relu" if limit is None else "relu6"
     return ir.ActivationNode(
-        name=ctx.node_name(layer), inputs=inputs, activation="relu", source=describe(layer)
+        name=ctx.node_name(layer), inputs=inputs, activation=activation, source=describe(layer)
     )
 
 

@@ -29,7 +29,35 @@ def activate(values: np.ndarray, activation: str) -> np.ndarray:
     if activation == "softmax":
         shifted = np.exp(values - values.max(axis=-1, keepdims=True))
         return shifted / shifted.sum(axis=-1, keepdims=True)
+    if activation in ELEMENTWISE:
+        return ELEMENTWISE[activation](values)
     raise ValueError(f"unknown activation {activation!r}")
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+def _hard_sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+# Keras's definitions, written here independently of export/activations.py (which the targets render).
+SELU = (1.6732632423543772, 1.0507009873554805)
+ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    "selu": lambda x: SELU[1] * np.where(x > 0, x, SELU[0] * np.expm1(np.minimum(x, 0.0))),
+    "softplus": _softplus,
+    "softsign": lambda x: x / (1.0 + np.abs(x)),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "hard_sigmoid": _hard_sigmoid,
+    "hard_sigmoid_keras2": lambda x: np.clip(0.2 * x + 0.5, 0.0, 1.0),
+    "hard_silu": lambda x: x * _hard_sigmoid(x),
+    "exponential": np.exp,
+    "relu6": lambda x: np.clip(x, 0.0, 6.0),
+    "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x),
+    "mish": lambda x: x * np.tanh(_softplus(x)),
+}
 
 
 def _dense(node: ir.Dense, x: np.ndarray) -> np.ndarray:

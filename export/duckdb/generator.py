@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from export import ir
+from export import activations, ir
 from export.sqlformat import wrap
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
@@ -47,13 +47,18 @@ def softmax(vector: str) -> str:
     )
 
 
+def scalar_activation(activation: str, z: str) -> str:
+    if activation in SCALAR_ACTIVATIONS:
+        return SCALAR_ACTIVATIONS[activation].format(z=z)
+    return activations.formula(activation, "sql", z)
+
+
 def apply_activation(vector_expr: str, activation: str) -> str:
     if activation == "softmax":
         return f"list_transform([{vector_expr}], lambda _nn_v: {softmax('_nn_v')})[1]"
     if activation == "linear":
         return vector_expr
-    scalar = SCALAR_ACTIVATIONS[activation].format(z="_nn_e")
-    return f"list_transform({vector_expr}, lambda _nn_e: {scalar})"
+    return f"list_transform({vector_expr}, lambda _nn_e: {scalar_activation(activation, '_nn_e')})"
 
 
 class DuckDBGenerator:
@@ -125,13 +130,13 @@ class DuckDBGenerator:
 
     # -- nodes --------------------------------------------------------------------------------
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
-        linear = (
-            f"list_dot_product(_nn_u.w, {x}) + _nn_u.b"
-            if node.activation == "softmax"
-            else SCALAR_ACTIVATIONS[node.activation].format(z=f"list_dot_product(_nn_u.w, {x}) + _nn_u.b")
-        )
-        units = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {linear})"
-        return apply_activation(units, "softmax") if node.activation == "softmax" else units
+        """The four cheap activations are fused into each unit; the others (which name their input more
+        than once) are applied to the finished vector, so no dot product is computed twice."""
+        linear = f"list_dot_product(_nn_u.w, {x}) + _nn_u.b"
+        units = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {{}})"
+        if node.activation in SCALAR_ACTIVATIONS:
+            return units.format(scalar_activation(node.activation, linear))
+        return apply_activation(units.format(linear), node.activation)
 
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         joined = parts[0]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from export import ir
+from export import activations, ir
 from export.errors import ExportError, InvalidName
 from export.names import check_model_name
 from export.sqltext import literal
@@ -188,7 +188,13 @@ class OracleGenerator:
             "checks": list(self.checks()),
             "statements": list(self.statements()),
             "output": self.var(self.graph.output),
+            "elementwise": [(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
         }
+
+    def elementwise(self) -> list[str]:
+        """The activations of export/activations.py this graph uses: each gets a procedure."""
+        used = {getattr(node, "activation", None) for node in self.graph.nodes}
+        return [name for name in activations.FORMULAS if name in used]
 
     def render(self, template: str) -> str:
         environment = Environment(

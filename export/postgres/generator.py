@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from export import ir
+from export import activations, ir
 from export.postgres.plpython import PlPythonGenerator
 from export.sqlformat import wrap_line
 from export.sqltext import literal
@@ -37,6 +37,18 @@ def value_variable(name: str, graph: ir.Graph) -> str:
     return name if any(spec.name == name for spec in graph.inputs) else f"v_{name}"
 
 
+LIBRARY_ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")  # nnsql.activate in library.sql
+
+
+def elementwise(variable: str, activation: str) -> str:
+    """One of export/activations.py's formulas over every element, keeping the order."""
+    formula = activations.formula(activation, "sql", "t.e")
+    return (
+        f"{variable} := ARRAY(SELECT {formula} FROM unnest({variable}) WITH ORDINALITY AS t(e, i) "
+        "ORDER BY t.i);"
+    )
+
+
 def raise_if(condition: str, message: str, errcode: str, *arguments: str) -> str:
     """One PL/pgSQL guard: IF condition THEN RAISE EXCEPTION 'message' (with % arguments) END IF."""
     values = "".join(f", {argument}" for argument in arguments)
@@ -56,16 +68,20 @@ class PostgresGenerator:
 
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
         bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
-        return (
+        library = node.activation in LIBRARY_ACTIVATIONS
+        dense = (
             f"{self.var(node.name)} := nnsql.dense({x}, {weight_variable(node, 'kernel')}, {bias}, "
-            f"{node.units}, {literal(node.activation)});"
+            f"{node.units}, {literal(node.activation if library else 'linear')});"
         )
+        return dense if library else f"{dense}\n    {elementwise(self.var(node.name), node.activation)}"
 
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         return f"{self.var(node.name)} := {' || '.join(parts)};"
 
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
-        return f"{self.var(node.name)} := nnsql.activate({x}, {literal(node.activation)});"
+        if node.activation in LIBRARY_ACTIVATIONS:
+            return f"{self.var(node.name)} := nnsql.activate({x}, {literal(node.activation)});"
+        return f"{self.var(node.name)} := {x};\n    {elementwise(self.var(node.name), node.activation)}"
 
     def emit_Reshape(self, node: ir.Reshape, x: str) -> str:
         return f"{self.var(node.name)} := {x};  -- values are flat row-major arrays already"

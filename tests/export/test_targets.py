@@ -289,3 +289,41 @@ def test_shared_layers_compile_on_every_target(scorer, tmp_path, kind):
         actual = scorer.predict("shared", x)
     expected = model.predict(x, verbose=0)
     assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+
+
+ACTIVATION_GROUPS = {
+    "exponential_family": ["elu", "selu", "softplus", "exponential"],
+    "gated": ["silu", "swish", "mish"],
+    "piecewise": ["hard_sigmoid", "hard_silu", "relu6", "leaky_relu", "softsign"],
+}
+
+
+def activation_model(names: list[str], seed: int):
+    """Dense layers with each activation in turn, then the same activations as Activation layers."""
+    import keras
+
+    inputs = keras.Input((10,), name="features")
+    x = inputs
+    for index, name in enumerate(names):
+        x = keras.layers.Dense(8, activation=name, name=f"dense_{index}")(x)
+    for index, name in enumerate(names):
+        x = keras.layers.Activation(name, name=f"act_{index}")(x)
+    outputs = keras.layers.Dense(3, activation="softmax", name="out")(x)
+    return models._seeded(keras.Model(inputs, outputs), seed)
+
+
+@pytest.mark.parametrize("group", sorted(ACTIVATION_GROUPS))
+def test_activations_match_keras_on_every_target(scorer, tmp_path, group):
+    model = activation_model(ACTIVATION_GROUPS[group], seed=len(group))
+    assert scorer.export(models.save(model, tmp_path / group), "acts") == 0
+    x = (np.random.default_rng(16).random((40, 10), dtype=np.float32) - 0.5) * 6  # both signs, past ±3
+    if isinstance(scorer, OracleScriptExecutor):
+        import parseora
+
+        package = (scorer.directory / "03_package_v1.sql").read_text()
+        assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
+        actual = scorer.predict("acts", x, "features")
+    else:
+        actual = scorer.predict("acts", x)
+    expected = model.predict(x, verbose=0)
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()

@@ -1,0 +1,149 @@
+"""Elementwise activations written once, as small expressions over x, and rendered for each target.
+
+Each formula uses only primitives every target has (exp, ln, tanh, greatest, least, abs, a conditional
+on x > 0, arithmetic), in a form that cannot overflow: exp() arguments are clamped to ±700 (PostgreSQL
+raises on overflow) or are never positive. Targets render an expression with `render(expr, dialect)`;
+the numpy reference (export/reference.py) and the Oracle test interpreter keep independent definitions
+to check them against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLAMP = 700.0
+
+
+@dataclass(frozen=True)
+class Expr:
+    op: str
+    args: tuple[Expr | float, ...] = ()
+
+    def __add__(self, other: Expr | float) -> Expr:
+        return Expr("+", (self, other))
+
+    def __radd__(self, other: float) -> Expr:
+        return Expr("+", (other, self))
+
+    def __sub__(self, other: Expr | float) -> Expr:
+        return Expr("-", (self, other))
+
+    def __rsub__(self, other: float) -> Expr:
+        return Expr("-", (other, self))
+
+    def __mul__(self, other: Expr | float) -> Expr:
+        return Expr("*", (self, other))
+
+    def __rmul__(self, other: float) -> Expr:
+        return Expr("*", (other, self))
+
+    def __truediv__(self, other: Expr | float) -> Expr:
+        return Expr("/", (self, other))
+
+    def __rtruediv__(self, other: float) -> Expr:
+        return Expr("/", (other, self))
+
+    def __neg__(self) -> Expr:
+        return Expr("neg", (self,))
+
+
+X = Expr("x")
+
+
+def call(name: str, *args: Expr | float) -> Expr:
+    return Expr(name, args)
+
+
+def exp(a: Expr) -> Expr:
+    return call("exp", a)
+
+
+def maximum(a: Expr | float, b: Expr | float) -> Expr:
+    return call("greatest", a, b)
+
+
+def minimum(a: Expr | float, b: Expr | float) -> Expr:
+    return call("least", a, b)
+
+
+def if_positive(condition: Expr, then: Expr | float, otherwise: Expr | float) -> Expr:
+    """`then` where condition > 0, else `otherwise` (both are computed by vectorised targets)."""
+    return call("if_positive", condition, then, otherwise)
+
+
+def sigmoid(x: Expr) -> Expr:
+    return 1.0 / (1.0 + exp(-minimum(maximum(x, -CLAMP), CLAMP)))
+
+
+def softplus(x: Expr) -> Expr:
+    return maximum(x, 0.0) + call("ln", 1.0 + exp(-call("abs", x)))
+
+
+def hard_sigmoid(x: Expr) -> Expr:  # Keras 3: relu6(x + 3) / 6
+    return minimum(maximum(x / 6.0 + 0.5, 0.0), 1.0)
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+FORMULAS: dict[str, Expr] = {
+    "elu": if_positive(X, X, exp(minimum(X, 0.0)) - 1.0),
+    "selu": SELU_SCALE * if_positive(X, X, SELU_ALPHA * (exp(minimum(X, 0.0)) - 1.0)),
+    "softplus": softplus(X),
+    "softsign": X / (1.0 + call("abs", X)),
+    "silu": X * sigmoid(X),
+    "hard_sigmoid": hard_sigmoid(X),
+    "hard_sigmoid_keras2": minimum(maximum(0.2 * X + 0.5, 0.0), 1.0),  # tf.keras: clip(0.2x + 0.5)
+    "hard_silu": X * hard_sigmoid(X),
+    "exponential": exp(minimum(X, CLAMP)),
+    "relu6": minimum(maximum(X, 0.0), 6.0),
+    "leaky_relu": if_positive(X, X, 0.2 * X),
+    "mish": X * call("tanh", softplus(X)),
+}
+
+DIALECTS = {
+    # function names per dialect; `if_positive` and operators are rendered by `render`
+    "sql": {"exp": "exp", "ln": "ln", "tanh": "tanh", "greatest": "greatest", "least": "least", "abs": "abs"},
+    "plsql": {
+        "exp": "EXP",
+        "ln": "LN",
+        "tanh": "TANH",
+        "greatest": "GREATEST",
+        "least": "LEAST",
+        "abs": "ABS",
+    },
+    "numpy": {
+        "exp": "np.exp",
+        "ln": "np.log",
+        "tanh": "np.tanh",
+        "greatest": "np.maximum",
+        "least": "np.minimum",
+        "abs": "np.abs",
+    },
+}
+
+
+def number(value: float, dialect: str) -> str:
+    text = repr(float(value))
+    return f"{text}d" if dialect == "plsql" else text  # BINARY_DOUBLE literals in PL/SQL
+
+
+def render(expr: Expr | float, dialect: str, x: str) -> str:
+    """The expression as text of `dialect` ('sql', 'plsql' or 'numpy'), the input being `x`."""
+    if not isinstance(expr, Expr):
+        return number(expr, dialect)
+    args = [render(arg, dialect, x) for arg in expr.args]
+    if expr.op == "x":
+        return x
+    if expr.op in "+-*/":
+        return f"({args[0]} {expr.op} {args[1]})"
+    if expr.op == "neg":
+        return f"(-{args[0]})"
+    if expr.op == "if_positive":
+        if dialect == "numpy":
+            return f"np.where({args[0]} > 0, {args[1]}, {args[2]})"
+        return f"(CASE WHEN {args[0]} > 0 THEN {args[1]} ELSE {args[2]} END)"
+    return f"{DIALECTS[dialect][expr.op]}({', '.join(args)})"
+
+
+def formula(activation: str, dialect: str, x: str) -> str:
+    return render(FORMULAS[activation], dialect, x)
