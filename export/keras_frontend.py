@@ -21,6 +21,7 @@ import numpy as np
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
 from export.names import SQL_KEYWORDS
+from export.passes import fold_linear_chains
 
 # A converter returns an IR node, or the name of an existing value when the layer is an identity.
 Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | str"]
@@ -265,6 +266,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         return result
 
     output = visit(model.outputs[0])
+    nodes = fold_linear_chains(nodes, output)
     n_out = int(model.outputs[0].shape[-1])
     labels = classes or tuple(str(i) for i in range(n_out))
     if len(labels) != n_out:
@@ -362,3 +364,7 @@ def _load_legacy(path: Path, kind: str) -> Any:
 def is_legacy(model: Any) -> bool:
     """True for a model of TensorFlow's legacy Keras 2 package (tf-keras), False for Keras 3."""
     return type(model).__module__.startswith("tf_keras")
+
+
+# Converters kept in modules of their own register on import.
+from export import frontend_normalization  # noqa: E402, F401

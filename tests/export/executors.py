@@ -54,6 +54,18 @@ class DuckDBExecutor:
         )
         return np.array([row[0] for row in rows])
 
+    def predict_rows(self, name: str, *inputs: np.ndarray) -> np.ndarray:
+        """A model with several inputs, one call per row (e.g. particles and high-level features)."""
+        marks = ", ".join("?" * len(inputs))
+        with duckdb.connect(str(self.db), read_only=True) as con:
+            rows = [
+                con.execute(
+                    f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]
+                ).fetchone()[0]
+                for row in zip(*inputs, strict=True)
+            ]
+        return np.array(rows)
+
     def snapshot(self) -> bytes:
         return self.db.read_bytes() if self.db.exists() else b""
 
@@ -115,6 +127,8 @@ class OracleScriptExecutor:
         args = ["--model", str(model), "--name", name, "--script-only", str(self.directory), "--quiet"]
         return export_oracle([*args, "--sample-rows", "50", *extra])
 
-    def predict(self, name: str, x: np.ndarray, input_name: str) -> np.ndarray:
+    def predict(self, name: str, x: np.ndarray) -> np.ndarray:
+        """Rows of a single-input model, run by the interpreter under the package's own parameter name."""
         interpreter = load_scripts(self.directory)
-        return np.array([interpreter.run({input_name: row}) for row in x])
+        (parameter,) = interpreter.parameters
+        return np.array([interpreter.run({parameter: row}) for row in x])

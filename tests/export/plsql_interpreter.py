@@ -87,6 +87,8 @@ class PackageInterpreter:
         body = package_text.split("-- begin network", 1)[1].split("-- end network", 1)[0]
         self.statements = [line.strip() for line in body.strip().splitlines() if line.strip()]
         self.output = re.search(r"-- end network\s+RETURN (\w+);", package_text)[1]
+        signature = re.search(r"FUNCTION predict_proba\((.*?)\) RETURN", package_text)[1]
+        self.parameters = re.findall(r"(\w+) IN UTL_NLA_ARRAY_FLT", signature)
         self.gemv_calls: list[dict[str, str]] = []
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:

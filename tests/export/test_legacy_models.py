@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import re
 
-import duckdb
 import numpy as np
 import pytest
 
-from export.duckdb.__main__ import main as export_duckdb
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model
 from export.onnx.__main__ import export as export_onnx
@@ -86,27 +84,12 @@ def test_legacy_mlp_scores_in_duckdb(saved, tmp_path, fmt):
 
 @pytest.mark.duckdb
 def test_legacy_inclusive_classifier_scores_padded_events_in_duckdb(saved, tmp_path):
-    db = tmp_path / "hep.duckdb"
-    args = [
-        "--model",
-        str(saved["ic", "h5"]),
-        "--db",
-        str(db),
-        "--name",
-        "ic",
-        "--quiet",
-        "--sample-rows",
-        "10",
-    ]
-    assert export_duckdb(args) == 0
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(saved["ic", "h5"], "ic") == 0
     particles, hlf = models.padded_events(4, seed=3)
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = [
-            con.execute("SELECT ic.predict_proba(?, ?)", [p.ravel().tolist(), h.tolist()]).fetchone()[0]
-            for p, h in zip(particles, hlf, strict=True)
-        ]
+    rows = executor.predict_rows("ic", particles, hlf)
     expected = legacy_inclusive_classifier().predict([particles, hlf], verbose=0)
-    assert np.abs(np.array(rows) - expected).max() <= 1e-5
+    assert np.abs(rows - expected).max() <= 1e-5
 
 
 @pytest.mark.parametrize("fmt", ["h5", "savedmodel"])

@@ -3,13 +3,11 @@ PostgreSQL fast path; targets without a GRU say so."""
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import psycopg
 import pytest
 
 from export import ir, reference
-from export.duckdb.__main__ import main as export_duckdb
 from export.errors import UnsupportedLayer
 from export.keras_frontend import to_ir
 from export.oracle.generator import CAPABILITIES as ORACLE
@@ -64,30 +62,15 @@ def test_targets_without_a_gru_refuse_it(capabilities):
 
 @pytest.mark.duckdb
 def test_duckdb_scores_the_inclusive_classifier(classifier_path, tmp_path):
-    db = tmp_path / "hep.duckdb"
-    args = [
-        "--model",
-        str(classifier_path),
-        "--db",
-        str(db),
-        "--name",
-        "ic",
-        "--quiet",
-        "--sample-rows",
-        "10",
-    ]
-    assert export_duckdb(args) == 0
+    from tests.export.executors import DuckDBExecutor
+
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(classifier_path, "ic") == 0
     particles, hlf = models.padded_events(5, seed=1)
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = [
-            con.execute("SELECT ic.predict_proba(?, ?)", [p.ravel().tolist(), h.tolist()]).fetchone()[0]
-            for p, h in zip(particles, hlf, strict=True)
-        ]
-        label = con.execute(
-            "SELECT ic.label(?, ?)", [particles[0].ravel().tolist(), hlf[0].tolist()]
-        ).fetchone()[0]
+    rows = executor.predict_rows("ic", particles, hlf)
+    label = executor.query("SELECT ic.label(?, ?)", [particles[0].ravel().tolist(), hlf[0].tolist()])[0][0]
     expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
-    assert np.abs(np.array(rows) - expected).max() <= 1e-5
+    assert np.abs(rows - expected).max() <= 1e-5
     assert label in ("W+jets", "QCD", "ttbar")
 
 

@@ -42,6 +42,12 @@ def scorer(request, tmp_path):
     return executor(request.param, request, tmp_path)
 
 
+def assert_parity(scorer, name: str, model, x: np.ndarray) -> None:
+    """The target's probabilities within float32 parity of Keras (see export/parity.py), same classes."""
+    actual, expected = scorer.predict(name, x), model.predict(x, verbose=0)
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+
+
 def versions(target, name: str = "mnist") -> list[tuple]:
     return target.query("SELECT version, active FROM nnsql.models WHERE name = ? ORDER BY version", [name])
 
@@ -55,10 +61,7 @@ def test_in_database_probabilities_match_tensorflow(scorer, fixture, request):
     x = np.random.default_rng(7).random((100, *shape), dtype=np.float32)
     x[:, ::3] = 0.0  # image rows are sparse; the PostgreSQL kernel skips zeros
     expected = model.predict(x, verbose=0)
-    if isinstance(scorer, OracleScriptExecutor):
-        actual = scorer.predict("mnist", x, model.inputs[0].name)
-    else:
-        actual = scorer.predict("mnist", x)
+    actual = scorer.predict("mnist", x)
     assert np.abs(actual - expected).max() <= 1e-5  # float32 parity (see export/parity.py)
     assert (actual.argmax(1) == expected.argmax(1)).all()
 
@@ -253,11 +256,7 @@ def test_layers_named_like_keywords_compile(scorer, tmp_path):
     model = models._seeded(keras.Model(inputs, outputs), 12)
     assert scorer.export(models.save(model, tmp_path / "keywords"), "keywords") == 0
     x = np.random.default_rng(8).random((10, 12), dtype=np.float32)
-    if isinstance(scorer, OracleScriptExecutor):
-        actual = scorer.predict("keywords", x, "from_layer")
-    else:
-        actual = scorer.predict("keywords", x)
-    assert np.abs(actual - model.predict(x, verbose=0)).max() <= 1e-5
+    assert_parity(scorer, "keywords", model, x)
 
 
 def shared_layer_models():
@@ -283,12 +282,7 @@ def test_shared_layers_compile_on_every_target(scorer, tmp_path, kind):
     model = shared_layer_models()[kind]
     assert scorer.export(models.save(model, tmp_path / kind), "shared") == 0
     x = np.random.default_rng(15).random((40, 8), dtype=np.float32)
-    if isinstance(scorer, OracleScriptExecutor):
-        actual = scorer.predict("shared", x, "features")
-    else:
-        actual = scorer.predict("shared", x)
-    expected = model.predict(x, verbose=0)
-    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+    assert_parity(scorer, "shared", model, x)
 
 
 ACTIVATION_GROUPS = {
@@ -322,8 +316,51 @@ def test_activations_match_keras_on_every_target(scorer, tmp_path, group):
 
         package = (scorer.directory / "03_package_v1.sql").read_text()
         assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
-        actual = scorer.predict("acts", x, "features")
-    else:
-        actual = scorer.predict("acts", x)
-    expected = model.predict(x, verbose=0)
-    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+    assert_parity(scorer, "acts", model, x)
+
+
+def normalised_models():
+    """A tabular MLP with BatchNormalization + Dropout + selu (BN after a linear Dense, after an activation
+    and on the inputs), and one that starts with a Normalization layer adapted to its data."""
+    import keras
+
+    inputs = keras.Input((12,), name="features")
+    x = keras.layers.BatchNormalization(name="bn_in")(inputs)
+    x = keras.layers.Dense(16, name="d1")(x)
+    x = keras.layers.BatchNormalization(name="bn1")(x)
+    x = keras.layers.Activation("selu", name="selu1")(x)
+    x = keras.layers.Dropout(0.3)(x)
+    x = keras.layers.Dense(16, activation="selu", name="d2")(x)
+    x = keras.layers.BatchNormalization(name="bn2", center=False)(x)
+    outputs = keras.layers.Dense(3, activation="softmax", name="out")(x)
+    tabular = models._seeded(keras.Model(inputs, outputs), 21)
+    generator = np.random.default_rng(22)
+    for layer in tabular.layers:  # statistics that differ from the identity
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_mean.assign(generator.normal(0, 0.5, layer.moving_mean.shape))
+            layer.moving_variance.assign(generator.uniform(0.2, 3.0, layer.moving_variance.shape))
+    normalizer = keras.layers.Normalization(name="norm")
+    raw = keras.Input((12,), name="features")
+    hidden = keras.layers.Dense(10, activation="relu", name="h")(normalizer(raw))
+    preprocessed = models._seeded(
+        keras.Model(raw, keras.layers.Dense(3, activation="softmax", name="o")(hidden)), 23
+    )
+    normalizer.adapt(
+        generator.normal(5.0, 3.0, (200, 12)).astype(np.float32)
+    )  # after seeding: real statistics
+    return {"tabular": tabular, "preprocessed": preprocessed}
+
+
+def test_normalisation_layers_fold_into_their_neighbours():
+    from export.keras_frontend import to_ir
+
+    graph = to_ir(normalised_models()["tabular"], target="reference")
+    assert [node.kind for node in graph.nodes] == ["Dense", "ActivationNode", "Dense", "Dense"]
+
+
+@pytest.mark.parametrize("kind", ["tabular", "preprocessed"])
+def test_normalisation_layers_match_keras_on_every_target(scorer, tmp_path, kind):
+    model = normalised_models()[kind]
+    assert scorer.export(models.save(model, tmp_path / kind), "norm") == 0
+    x = np.random.default_rng(24).normal(2.0, 3.0, (40, 12)).astype(np.float32)
+    assert_parity(scorer, "norm", model, x)

@@ -1,0 +1,63 @@
+"""Keras normalisation layers as diagonal linear maps (inference statistics baked in): the front end's
+fold pass (export/passes.py) then multiplies them into the neighbouring Dense layer.
+
+BatchNormalization: (x − moving_mean) / sqrt(moving_variance + epsilon) · gamma + beta.
+Normalization:      (x − mean) / max(sqrt(variance), 1e-7), or its inverse with `invert=True`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from export import ir
+from export.keras_frontend import Context, converts, describe
+
+KERAS_EPSILON = 1e-7  # keras.backend.epsilon(), Normalization's floor on the standard deviation
+
+
+def affine(
+    layer: Any, inputs: tuple[str, ...], ctx: Context, scale: np.ndarray, shift: np.ndarray
+) -> ir.Dense:
+    """y = x · scale + shift, elementwise, as a Dense with a diagonal kernel."""
+    if len(layer.input.shape) != 2:
+        raise ctx.unsupported(layer, f"over a rank-{len(layer.input.shape)} input (only flat vectors)")
+    size = int(layer.input.shape[-1])
+    scale = np.broadcast_to(np.asarray(scale, dtype=np.float64).ravel(), (size,))
+    shift = np.broadcast_to(np.asarray(shift, dtype=np.float64).ravel(), (size,))
+    return ir.Dense(
+        name=ctx.node_name(layer),
+        inputs=inputs,
+        kernel=ir.Weights(np.diag(scale)),
+        bias=ir.Weights(shift),
+        activation="linear",
+        source=describe(layer),
+    )
+
+
+def numbers(value: Any) -> np.ndarray:
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.float64)
+
+
+@converts("BatchNormalization", produces="Dense")
+def _batch_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    config = layer.get_config()
+    if config.get("axis") not in (-1, 1, [-1], [1]):
+        raise ctx.unsupported(layer, f"axis {config.get('axis')} (only the last)")
+    if config.get("renorm"):
+        raise ctx.unsupported(layer, "renorm")
+    inverse = 1.0 / np.sqrt(numbers(layer.moving_variance) + float(config["epsilon"]))
+    gamma = numbers(layer.gamma) if config.get("scale", True) else 1.0
+    beta = numbers(layer.beta) if config.get("center", True) else 0.0
+    scale = inverse * gamma
+    return affine(layer, inputs, ctx, scale, beta - numbers(layer.moving_mean) * scale)
+
+
+@converts("Normalization", produces="Dense")
+def _normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    mean, variance = numbers(layer.mean), numbers(layer.variance)
+    deviation = np.maximum(np.sqrt(variance), KERAS_EPSILON)
+    if layer.get_config().get("invert"):
+        return affine(layer, inputs, ctx, deviation, mean)
+    return affine(layer, inputs, ctx, 1.0 / deviation, -mean / deviation)
