@@ -126,6 +126,44 @@ class Reshape(Node):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Gather(Node):
+    """y[k] = x[indices[k]] over the flat row, 0 where an index is -1 (padding): the windows of a
+    convolution (im2col) or of a pooling, laid out one after the other."""
+
+    indices: Weights  # whole numbers, stored like any constant
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchDense(Node):
+    """One Dense applied to each of `patches` consecutive slices of the flat row (a convolution after
+    Gather): y[p·units + u] = activation(x[p·size : (p+1)·size] · kernel[:, u] + bias[u])."""
+
+    kernel: Weights  # (patch size, units)
+    bias: Weights | None = None
+    activation: Activation = "linear"
+    patches: int
+
+    @property
+    def size(self) -> int:
+        return self.kernel.shape[0]
+
+    @property
+    def in_features(self) -> int:  # a Dense's name for the same thing: what one window holds
+        return self.size
+
+    @property
+    def units(self) -> int:
+        return self.kernel.shape[1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupMax(Node):
+    """y[k] = max(x[k·size : (k+1)·size]): max pooling over windows laid out by Gather."""
+
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Concatenate(Node):
     """Flat vectors joined end to end (Keras Concatenate over the last axis of rank-2 inputs)."""
 
@@ -181,6 +219,12 @@ class Graph:
             return int(np.prod(node.shape))
         if isinstance(node, Concatenate):
             return sum(self.size_of(part) for part in node.inputs)
+        if isinstance(node, Gather):
+            return node.indices.size
+        if isinstance(node, PatchDense):
+            return node.patches * node.units
+        if isinstance(node, GroupMax):
+            return self.size_of(node.inputs[0]) // node.size
         return self.size_of(node.inputs[0])  # elementwise: an activation keeps the size
 
     def named_weights(self) -> Iterator[tuple[str, Weights]]:

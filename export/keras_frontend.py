@@ -23,8 +23,9 @@ from export.errors import ExportError, UnsupportedLayer
 from export.names import SQL_KEYWORDS
 from export.passes import fold_linear_chains
 
-# A converter returns an IR node, or the name of an existing value when the layer is an identity.
-Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | str"]
+# A converter returns an IR node (or several, the last one being the layer's value), or the name of an
+# existing value when the layer is an identity.
+Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | tuple[ir.Node, ...] | str"]
 CONVERTERS: dict[str, Converter] = {}
 # The IR node kind each Keras layer becomes ("identity" when it vanishes at inference).
 PRODUCES: dict[str, str] = {}
@@ -259,7 +260,10 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
             raise ctx.unsupported(layer)
         ctx.applying(layer)
         result = converter(layer, input_names, ctx)
-        if isinstance(result, ir.Node):
+        if isinstance(result, tuple):  # a layer lowered to several nodes: the last one is its value
+            nodes.extend(result)
+            result = result[-1].name
+        elif isinstance(result, ir.Node):
             nodes.append(result)
             result = result.name
         values[id(tensor)] = result
@@ -367,4 +371,4 @@ def is_legacy(model: Any) -> bool:
 
 
 # Converters kept in modules of their own register on import.
-from export import frontend_normalization  # noqa: E402, F401
+from export import frontend_convolution, frontend_normalization  # noqa: E402, F401

@@ -75,6 +75,23 @@ def _reshape(node: ir.Reshape, x: np.ndarray) -> np.ndarray:
     return x.reshape((x.shape[0], *node.shape))
 
 
+def _gather(node: ir.Gather, x: np.ndarray) -> np.ndarray:
+    flat = x.reshape(len(x), -1)
+    padded = np.concatenate([flat, np.zeros((len(x), 1))], axis=1)  # index -1 reads the appended zero
+    return padded[:, node.indices.array.astype(np.int64)]
+
+
+def _patch_dense(node: ir.PatchDense, x: np.ndarray) -> np.ndarray:
+    patches = x.reshape(len(x), node.patches, node.size) @ node.kernel.array.astype(np.float64)
+    if node.bias is not None:
+        patches = patches + node.bias.array.astype(np.float64)
+    return activate(patches, node.activation).reshape(len(x), -1)
+
+
+def _group_max(node: ir.GroupMax, x: np.ndarray) -> np.ndarray:
+    return x.reshape(len(x), -1, node.size).max(axis=2)
+
+
 def _concatenate(node: ir.Concatenate, *parts: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
@@ -108,6 +125,9 @@ _KERNELS: dict[type, Callable] = {
     ir.Dense: _dense,
     ir.ActivationNode: _activation,
     ir.Reshape: _reshape,
+    ir.Gather: _gather,
+    ir.PatchDense: _patch_dense,
+    ir.GroupMax: _group_max,
 }
 
 

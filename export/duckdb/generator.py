@@ -32,7 +32,7 @@ SCALAR_ACTIVATIONS = {
 
 def value_ref(name: str) -> str:
     """The lambda variable that holds an IR value inside the macro body."""
-    return f"_nn_{name}"
+    return f"_nn_v_{name}"
 
 
 def softmax(vector: str) -> str:
@@ -122,6 +122,15 @@ class DuckDBGenerator:
             f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
         )
 
+    def params_PatchDense(self, node: ir.PatchDense) -> str:
+        """The convolution kernel as per-filter {w, b} structs, exactly like a Dense layer's units."""
+        return self.params_Dense(node)  # type: ignore[arg-type]
+
+    def params_Gather(self, node: ir.Gather) -> str:
+        return (
+            f"(SELECT k.value FROM nnsql.tensors k WHERE {self.tensor_filter('k', f'{node.name}.indices')})"
+        )
+
     def params(self) -> Iterator[tuple[str, str]]:
         for node in self.graph.nodes:
             method = getattr(self, f"params_{node.kind}", None)
@@ -175,6 +184,25 @@ class DuckDBGenerator:
             f"lambda _nn_acc, _nn_step: {{h: {update}, t: _nn_step.t}}, "
             f"{{h: list_transform(range({node.units}), lambda _nn_i: 0.0::DOUBLE), t: -1}}).h"
         )
+
+    def emit_Gather(self, node: ir.Gather, x: str) -> str:
+        """Every window's values; an index of -1 (padding) reads 0."""
+        pick = f"CASE WHEN _nn_i < 0 THEN 0.0 ELSE {x}[_nn_i::INTEGER + 1] END"
+        return f"list_transform({PARAMS}.{node.name}, lambda _nn_i: {pick})"
+
+    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
+        """The kernel over each window: a Dense per output position, flattened position-major."""
+        window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
+        linear = f"list_dot_product(_nn_u.w, {window}) + _nn_u.b"
+        fused = node.activation in SCALAR_ACTIVATIONS
+        unit = scalar_activation(node.activation, linear) if fused else linear
+        per_position = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {unit})"
+        values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
+        return values if fused else apply_activation(values, node.activation)
+
+    def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
+        window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
+        return f"list_transform(range({self.graph.size_of(node.name)}), lambda _nn_q: list_max({window}))"
 
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return apply_activation(x, node.activation)

@@ -57,7 +57,7 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray, str]]:
         for role, weights in node.weights():
             array = weights.array
             layout = "as in Keras"
-            if role in ("kernel", "recurrent_kernel") and isinstance(node, (ir.Dense, ir.GRU)):
+            if role in ("kernel", "recurrent_kernel") and isinstance(node, (ir.Dense, ir.PatchDense, ir.GRU)):
                 array, layout = array.T, "units x inputs (Keras kernel transposed), row-major"
             yield f"{node.name}.{role}", array, layout
 

@@ -81,6 +81,19 @@ class PlPythonGenerator:
             ]
         )
 
+    def emit_Gather(self, node: ir.Gather, x: str) -> str:
+        """An index of -1 (padding) reads the 0 appended to the row."""
+        return f'{self.var(node.name)} = np.append({x}, 0.0)[weights["{node.name}.indices"].astype(np.int64)]'
+
+    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
+        linear = f'{x}.reshape({node.patches}, {node.size}) @ weights["{node.name}.kernel"]'
+        if node.bias is not None:
+            linear += f' + weights["{node.name}.bias"]'
+        return f"{self.var(node.name)} = ({ACTIVATIONS[node.activation].format(v=f'({linear})')}).ravel()"
+
+    def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
+        return f"{self.var(node.name)} = {x}.reshape(-1, {node.size}).max(axis=1)"
+
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=x)}"
 

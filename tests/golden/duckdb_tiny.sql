@@ -37,19 +37,19 @@ CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
         )
         ELSE (
             list_transform(tiny.params(), lambda _nn_p:
-            list_transform([features::DOUBLE[]], lambda _nn_features:
+            list_transform([features::DOUBLE[]], lambda _nn_v_features:
             list_transform([
                 list_transform(
                     _nn_p.hidden,
-                    lambda _nn_u: greatest(list_dot_product(_nn_u.w, _nn_features) + _nn_u.b, 0.0)
+                    lambda _nn_u: greatest(list_dot_product(_nn_u.w, _nn_v_features) + _nn_u.b, 0.0)
                 )
-            ], lambda _nn_hidden:
+            ], lambda _nn_v_hidden:
             list_transform([
                 list_transform(
                     [
                         list_transform(
                             _nn_p.output,
-                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_hidden) + _nn_u.b
+                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_v_hidden) + _nn_u.b
                         )
                     ],
                     lambda _nn_v: list_transform(
@@ -65,8 +65,8 @@ CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
                         )[1]
                     )[1]
                 )[1]
-            ], lambda _nn_output:
-            _nn_output
+            ], lambda _nn_v_output:
+            _nn_v_output
             )[1])[1])[1])[1])
     END
 );

@@ -61,15 +61,15 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
         )
         ELSE (
             list_transform(rnn.params(), lambda _nn_p:
-            list_transform([sequence::DOUBLE[]], lambda _nn_sequence:
-            list_transform([extra::DOUBLE[]], lambda _nn_extra:
+            list_transform([sequence::DOUBLE[]], lambda _nn_v_sequence:
+            list_transform([extra::DOUBLE[]], lambda _nn_v_extra:
             list_transform([
                 list_reduce(
                     list_transform(range(3), lambda _nn_t: {h: []::DOUBLE[], t: _nn_t}),
                     lambda _nn_acc,
                     _nn_step: {
                         h: list_transform(
-                            [{x: _nn_sequence[_nn_step.t * 2 + 1 : (_nn_step.t + 1) * 2], h: _nn_acc.h}],
+                            [{x: _nn_v_sequence[_nn_step.t * 2 + 1 : (_nn_step.t + 1) * 2], h: _nn_acc.h}],
                             lambda _nn_s: CASE WHEN list_bool_or(
                                 list_transform(_nn_s.x, lambda _nn_e: _nn_e <> 0.0)
                             ) THEN list_transform(
@@ -107,14 +107,14 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
                     },
                     {h: list_transform(range(2), lambda _nn_i: 0.0::DOUBLE), t: -1}
                 ).h
-            ], lambda _nn_gru:
-            list_transform([list_concat(_nn_gru, _nn_extra)], lambda _nn_joined:
+            ], lambda _nn_v_gru:
+            list_transform([list_concat(_nn_v_gru, _nn_v_extra)], lambda _nn_v_joined:
             list_transform([
                 list_transform(
                     [
                         list_transform(
                             _nn_p.output,
-                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_joined) + _nn_u.b
+                            lambda _nn_u: list_dot_product(_nn_u.w, _nn_v_joined) + _nn_u.b
                         )
                     ],
                     lambda _nn_v: list_transform(
@@ -130,8 +130,8 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
                         )[1]
                     )[1]
                 )[1]
-            ], lambda _nn_output:
-            _nn_output
+            ], lambda _nn_v_output:
+            _nn_v_output
             )[1])[1])[1])[1])[1])[1])
     END
 );

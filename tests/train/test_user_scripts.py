@@ -144,7 +144,7 @@ def run_unchanged(runs, tmp_path, source: str, *script_args: str):
 
 def export_args(model_path, tmp_path) -> tuple[list[str], list[str]]:
     """The arguments of export.duckdb and export.onnx for the handed-back model."""
-    common = ["--model", str(model_path), "--name", "user", "--sample-rows", "100", "--quiet"]
+    common = ["--model", str(model_path), "--name", "user_model", "--sample-rows", "100", "--quiet"]
     return [*common, "--db", str(tmp_path / "models.duckdb")], [
         *common,
         "--repo",
@@ -152,7 +152,7 @@ def export_args(model_path, tmp_path) -> tuple[list[str], list[str]]:
     ]
 
 
-def test_tf_spawner_style_cnn_trains_with_fit_and_exports(runs, tmp_path, capsys):
+def test_tf_spawner_style_cnn_trains_with_fit_and_exports(runs, tmp_path):
     out = tmp_path / "saved"
     out.mkdir()
     run_dir, logs = run_unchanged(runs, tmp_path, TF_SPAWNER_CNN, str(out))
@@ -162,11 +162,7 @@ def test_tf_spawner_style_cnn_trains_with_fit_and_exports(runs, tmp_path, capsys
     assert record["state"] == "succeeded" and record["keras"] == "2"
     assert record["model"].endswith("model/mymodel0.h5")  # the path the chief printed, handed back
     duckdb_args, onnx_args = export_args(run_dir / "model" / "mymodel0.h5", tmp_path)
-    assert export_onnx(onnx_args) == 0
-    # Conv2D in SQL is the layer-coverage work still open: until then, one line naming layer and target
-    assert export_duckdb(duckdb_args) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "(Conv2D)" in err[-1] and "'duckdb'" in err[-1]
+    assert export_onnx(onnx_args) == 0 and export_duckdb(duckdb_args) == 0  # both check parity on 100 rows
     assert tensorboard.log_directory(run_dir) == run_dir / "model"  # the printed log_dir, handed back
 
 
