@@ -75,6 +75,22 @@ class PostgresGenerator:
         )
         return dense if library else f"{dense}\n    {elementwise(self.var(node.name), node.activation)}"
 
+    def emit_Gather(self, node: ir.Gather, x: str) -> str:
+        return f"{self.var(node.name)} := nnsql.gather({x}, {weight_variable(node, 'indices')});"
+
+    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
+        bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
+        library = node.activation in LIBRARY_ACTIVATIONS
+        activation = literal(node.activation if library else "linear")
+        call = (
+            f"{self.var(node.name)} := nnsql.patch_dense({x}, {weight_variable(node, 'kernel')}, "
+            f"{bias}, {node.patches}, {node.size}, {node.units}, {activation});"
+        )
+        return call if library else f"{call}\n    {elementwise(self.var(node.name), node.activation)}"
+
+    def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
+        return f"{self.var(node.name)} := nnsql.group_max({x}, {node.size});"
+
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         return f"{self.var(node.name)} := {' || '.join(parts)};"
 

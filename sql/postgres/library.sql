@@ -65,3 +65,60 @@ CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
     SELECT (array_position(v, (SELECT max(e) FROM unnest(v) AS e)) - 1)::integer
 $fn$;
+
+-- The windows of a convolution or pooling (im2col): y[k] = x[indices[k] + 1], 0 where an index is -1.
+CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices real[])
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+DECLARE
+    n integer := cardinality(indices);
+    y float8[] := array_fill(0::float8, ARRAY[n]);
+BEGIN
+    FOR k IN 1..n LOOP
+        IF indices[k] >= 0 THEN y[k] := x[indices[k]::integer + 1]; END IF;
+    END LOOP;
+    RETURN y;
+END
+$fn$;
+
+-- One Dense over each of `patches` consecutive windows of `size` values (a convolution after gather):
+-- kernel flattened row-major (size x units); the result is position-major, then the activation.
+CREATE OR REPLACE FUNCTION nnsql.patch_dense(
+    x float8[], kernel real[], bias real[], patches integer, size integer, units integer, activation text
+) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    y    float8[] := array_fill(0::float8, ARRAY[patches * units]);
+    xi   float8;
+    base integer;
+    out  integer;
+BEGIN
+    FOR p IN 0..patches - 1 LOOP
+        out := p * units;
+        IF bias IS NOT NULL THEN
+            FOR j IN 1..units LOOP y[out + j] := bias[j]; END LOOP;
+        END IF;
+        FOR i IN 1..size LOOP
+            xi := x[p * size + i];
+            IF xi <> 0 THEN
+                base := (i - 1) * units;
+                FOR j IN 1..units LOOP y[out + j] := y[out + j] + xi * kernel[base + j]; END LOOP;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN nnsql.activate(y, activation);
+END
+$fn$;
+
+-- y[k] = max of the k-th group of `size` consecutive values (max pooling after gather).
+CREATE OR REPLACE FUNCTION nnsql.group_max(x float8[], size integer)
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+DECLARE
+    n integer := cardinality(x) / size;
+    y float8[] := array_fill(0::float8, ARRAY[n]);
+BEGIN
+    FOR k IN 0..n - 1 LOOP
+        y[k + 1] := x[k * size + 1];
+        FOR i IN 2..size LOOP y[k + 1] := greatest(y[k + 1], x[k * size + i]); END LOOP;
+    END LOOP;
+    RETURN y;
+END
+$fn$;
