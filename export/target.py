@@ -46,10 +46,10 @@ class Capabilities:
                     f"input '{spec.name}'", self.target, f"{spec.size} values > {self.max_array_len:,}"
                 )
         for node in graph.nodes:
-            units = getattr(node, "units", 0)
-            if units > self.max_array_len:
+            values = graph.size_of(node.name)
+            if values > self.max_array_len:
                 raise UnsupportedLayer(
-                    node.source or node.name, self.target, f"{units} units > {self.max_array_len:,}"
+                    node.source or node.name, self.target, f"{values:,} values > {self.max_array_len:,}"
                 )
 
 

@@ -76,9 +76,26 @@ def kernel_chunks(node: ir.Dense) -> Iterator[StoredChunk]:
         )
 
 
+def whole(node: ir.Node, role: str, array: np.ndarray, shape: str, layout: str) -> StoredChunk:
+    """A tensor stored in one row (the capability check keeps it within MAX_ARRAY_LEN)."""
+    return StoredChunk(f"{node.name}.{role}", 1, array.ravel(), shape, layout, f"g_{node.name}_{role}_1")
+
+
+def convolution_chunks(node: ir.Node) -> Iterator[StoredChunk]:
+    if isinstance(node, ir.Gather):
+        yield whole(node, "indices", node.indices.array, str(node.indices.size), "0-based input index, -1: 0")
+    elif isinstance(node, ir.PatchDense):
+        yield whole(
+            node, "kernel", node.kernel.array, f"{node.size}x{node.units}", "window x units, row-major"
+        )
+        if node.bias is not None:
+            yield whole(node, "bias", node.bias.array, str(node.units), "vector")
+
+
 def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
     """Every row the package reads, kernels split into chunks of at most MAX_ARRAY_LEN values."""
     for node in graph.nodes:
+        yield from convolution_chunks(node)
         if isinstance(node, ir.Dense):
             yield from kernel_chunks(node)
             if node.bias is not None:
@@ -134,6 +151,28 @@ class OracleGenerator:
 
     def emit_Reshape(self, node: ir.Reshape, x: str) -> Iterator[str]:
         yield f"{self.var(node.name)} := {x};"
+
+    def emit_Gather(self, node: ir.Gather, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := gather({x}, g_{node.name}_indices_1);"
+
+    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> Iterator[str]:
+        """All windows (patches × size, row-major) times the kernel (size × units) in one BLAS_GEMM,
+        onto the bias repeated per window; the result is position-major, as Keras lays it out."""
+        y = self.var(node.name)
+        if node.bias is not None:
+            yield f"{y} := tile(g_{node.name}_bias_1, {node.patches});"
+        else:
+            yield f"{y} := zeros({node.patches * node.units});"
+        yield (
+            f"UTL_NLA.BLAS_GEMM(transa => 'N', transb => 'N', m => {node.patches}, n => {node.units}, "
+            f"k => {node.size}, alpha => 1.0f, a => {x}, lda => {node.size}, b => g_{node.name}_kernel_1, "
+            f"ldb => {node.units}, beta => 1.0f, c => {y}, ldc => {node.units}, pack => 'R');"
+        )
+        if node.activation != "linear":
+            yield f"activate_{node.activation}({y});"
+
+    def emit_GroupMax(self, node: ir.GroupMax, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := group_max({x}, {node.size});"
 
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> Iterator[str]:
         """The parts placed one after the other into a vector of their total size."""

@@ -39,6 +39,29 @@ def blas_gemv(trans, m, n, alpha, a, lda, x, incx, beta, y, incy, pack="C"):
     return result
 
 
+def blas_gemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack="C"):
+    """C := alpha·op(A)·op(B) + beta·C with op(A) m×k, op(B) k×n, C m×n; 'R' row-major, 'C' column-major."""
+
+    def matrix(values, rows, cols, ld, transposed):
+        stored = (cols, rows) if transposed else (rows, cols)  # the matrix as stored, before op()
+        values = np.asarray(values, dtype=np.float32)
+        if pack == "R":
+            full = np.array([[values[i * ld + j] for j in range(stored[1])] for i in range(stored[0])])
+        else:
+            full = np.array([[values[i + j * ld] for j in range(stored[1])] for i in range(stored[0])])
+        return full.T if transposed else full
+
+    op_a = matrix(a, m, k, lda, transa.upper() != "N")
+    op_b = matrix(b, k, n, ldb, transb.upper() != "N")
+    current = matrix(c, m, n, ldc, False)
+    result = (np.float32(alpha) * (op_a @ op_b) + np.float32(beta) * current).astype(np.float32)
+    out = np.array(c, dtype=np.float32, copy=True)
+    for i in range(m):
+        for j in range(n):
+            out[i * ldc + j if pack == "R" else i + j * ldc] = result[i, j]
+    return out
+
+
 def activate(kind: str, v: np.ndarray) -> np.ndarray:
     z = v.astype(np.float64)
     if kind == "relu":
@@ -90,6 +113,7 @@ class PackageInterpreter:
         signature = re.search(r"FUNCTION predict_proba\((.*?)\) RETURN", package_text)[1]
         self.parameters = re.findall(r"(\w+) IN UTL_NLA_ARRAY_FLT", signature)
         self.gemv_calls: list[dict[str, str]] = []
+        self.gemm_calls: list[dict[str, str]] = []
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         env: dict[str, np.ndarray] = dict(self.globals)
@@ -121,6 +145,29 @@ class PackageInterpreter:
                 incy=int(args["incy"]),
                 pack=args.get("pack", "'C'").strip("'"),
             )
+        elif match := re.fullmatch(r"UTL_NLA\.BLAS_GEMM\((.*)\);", statement):
+            args = parse_arguments(match[1])
+            self.gemm_calls.append(args)
+            env[args["c"]] = blas_gemm(
+                *(args[key].strip("'") for key in ("transa", "transb")),
+                *(int(args[key]) for key in ("m", "n", "k")),
+                literal_number(args["alpha"]),
+                env[args["a"]],
+                int(args["lda"]),
+                env[args["b"]],
+                int(args["ldb"]),
+                literal_number(args["beta"]),
+                env[args["c"]],
+                int(args["ldc"]),
+                pack=args.get("pack", "'C'").strip("'"),
+            )
+        elif match := re.fullmatch(r"(\w+) := gather\((\w+), (\w+)\);", statement):
+            source, indices = env[match[2]], env[match[3]].astype(np.int64)
+            env[match[1]] = np.where(indices < 0, np.float32(0), source[np.maximum(indices, 0)])
+        elif match := re.fullmatch(r"(\w+) := tile\((\w+), (\d+)\);", statement):
+            env[match[1]] = np.tile(env[match[2]], int(match[3]))
+        elif match := re.fullmatch(r"(\w+) := group_max\((\w+), (\d+)\);", statement):
+            env[match[1]] = env[match[2]].reshape(-1, int(match[3])).max(axis=1)
         elif match := re.fullmatch(r"place\((\w+), (\w+), (\d+)\);", statement):
             offset, source = int(match[3]), env[match[2]]
             env[match[1]][offset : offset + len(source)] = source

@@ -1,6 +1,6 @@
 """Conv2D and MaxPooling2D lowered to Gather + PatchDense / GroupMax: the windows against Keras's own
-convolution, and TF-Spawner's CNN scored in DuckDB, PL/pgSQL and PL/Python within 1e-5 of Keras.
-Oracle does not run these primitives yet and says so in one line."""
+convolution, and TF-Spawner's CNN scored within 1e-5 of Keras in DuckDB, PL/pgSQL, PL/Python
+and Oracle (BLAS_GEMM over the gathered windows, checked by the independent UTL_NLA interpreter)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,30 @@ def test_convolutions_score_in_the_database(cnn_target, tmp_path, build):
 
 
 @pytest.mark.oracle
-def test_oracle_refuses_convolutions_in_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("build", [tf_spawner_cnn, convolution_variants])
+def test_oracle_package_runs_convolutions_with_blas_gemm(tmp_path, build):
+    """The generated package, run by the independent interpreter of UTL_NLA (BLAS_GEMM per layer)."""
+    import parseora
+
+    model = build()
     target = OracleScriptExecutor(tmp_path)
-    assert target.export(models.save(tf_spawner_cnn(), tmp_path / "cnn"), "cnn") == 2
-    err = capsys.readouterr().err.strip()
-    assert "'conv1' (Conv2D)" in err and "'oracle'" in err and len(err.splitlines()) == 1
+    assert target.export(models.save(model, tmp_path / "cnn"), "cnn") == 0
+    package = (target.directory / "03_package_v1.sql").read_text()
+    assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
+    assert "UTL_NLA.BLAS_GEMM" in package and "gather(" in package
+    shape = tuple(model.inputs[0].shape[1:])
+    x = np.random.default_rng(35).random((6, *shape), dtype=np.float32)
+    actual, expected = target.predict("cnn", x), model.predict(x, verbose=0)
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+
+
+def test_blas_gemm_reference_follows_the_documented_layouts():
+    from tests.export.plsql_interpreter import blas_gemm
+
+    a = np.arange(1, 7, dtype=np.float32)  # 2x3 [[1,2,3],[4,5,6]] row-major
+    b = np.arange(1, 7, dtype=np.float32)  # 3x2 [[1,2],[3,4],[5,6]] row-major
+    c = blas_gemm("N", "N", 2, 2, 3, 1.0, a, 3, b, 2, 0.0, np.zeros(4, np.float32), 2, pack="R")
+    np.testing.assert_array_equal(c, [22, 28, 49, 64])
+    c = blas_gemm("N", "N", 2, 2, 3, 1.0, a, 2, b, 3, 1.0, np.ones(4, np.float32), 2, pack="C")
+    # column-major: A = [[1,3,5],[2,4,6]], B = [[1,4],[2,5],[3,6]]; C = A·B + 1, stored column-major
+    np.testing.assert_array_equal(c, [23, 29, 50, 65])
