@@ -53,6 +53,40 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         FOR i IN 1 .. p_source.COUNT LOOP p_target(p_offset + i) := p_source(i); END LOOP;
     END place;
 
+    -- p_count copies of p_source, one after the other (a bias for every convolution window).
+    FUNCTION tile(p_source IN UTL_NLA_ARRAY_FLT, p_count IN PLS_INTEGER) RETURN UTL_NLA_ARRAY_FLT IS
+        v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();
+    BEGIN
+        v.EXTEND(p_source.COUNT * p_count);
+        FOR c IN 0 .. p_count - 1 LOOP
+            FOR i IN 1 .. p_source.COUNT LOOP v(c * p_source.COUNT + i) := p_source(i); END LOOP;
+        END LOOP;
+        RETURN v;
+    END tile;
+
+    -- The windows of a convolution or pooling: v(k) := p_x(index + 1), 0 where the index is -1.
+    FUNCTION gather(p_x IN UTL_NLA_ARRAY_FLT, p_indices IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT IS
+        v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();
+    BEGIN
+        v.EXTEND(p_indices.COUNT);
+        FOR k IN 1 .. p_indices.COUNT LOOP
+            IF p_indices(k) < 0 THEN v(k) := 0; ELSE v(k) := p_x(TRUNC(p_indices(k)) + 1); END IF;
+        END LOOP;
+        RETURN v;
+    END gather;
+
+    -- The largest value of each group of p_size consecutive values (max pooling after gather).
+    FUNCTION group_max(p_x IN UTL_NLA_ARRAY_FLT, p_size IN PLS_INTEGER) RETURN UTL_NLA_ARRAY_FLT IS
+        v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();
+    BEGIN
+        v.EXTEND(TRUNC(p_x.COUNT / p_size));
+        FOR k IN 0 .. v.COUNT - 1 LOOP
+            v(k + 1) := p_x(k * p_size + 1);
+            FOR i IN 2 .. p_size LOOP v(k + 1) := GREATEST(v(k + 1), p_x(k * p_size + i)); END LOOP;
+        END LOOP;
+        RETURN v;
+    END group_max;
+
     -- Activations, in place. BINARY_DOUBLE arithmetic; exp() arguments are clamped to +-700.
     PROCEDURE activate_relu(v IN OUT NOCOPY UTL_NLA_ARRAY_FLT) IS
     BEGIN
