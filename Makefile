@@ -41,6 +41,7 @@ format: setup
 
 bench: setup
 	$(PY) -m bench.scoring
+	$(PY) -m bench.cnn_scoring
 	$(PY) -m bench.serve_http
 	$(PY) -m bench.train_spawn
 

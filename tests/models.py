@@ -86,3 +86,21 @@ def padded_events(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         particles[row, 20 + 15 * row :, :] = 0.0
     particles[0, 5:9, :] = 0.0
     return particles, generator.random((rows, 14), dtype=np.float32)
+
+
+def tf_spawner_cnn(seed: int = 31) -> keras.Model:
+    """TF-Spawner's example network: two Conv2D + MaxPool2D, Dropout, Flatten, Dense(100), Dense(10)."""
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1), name="image"),
+            keras.layers.Conv2D(8, (3, 3), activation="relu", name="conv1"),
+            keras.layers.MaxPool2D((2, 2), name="pool1"),
+            keras.layers.Conv2D(16, (3, 3), activation="relu", name="conv2"),
+            keras.layers.MaxPool2D((2, 2), name="pool2"),
+            keras.layers.Dropout(0.25),
+            keras.layers.Flatten(name="flat"),
+            keras.layers.Dense(100, activation="relu", name="hidden"),
+            keras.layers.Dense(10, activation="softmax", name="probabilities"),
+        ]
+    )
+    return _seeded(model, seed)

@@ -127,8 +127,13 @@ class DuckDBGenerator:
         return self.params_Dense(node)  # type: ignore[arg-type]
 
     def params_Gather(self, node: ir.Gather) -> str:
+        """1-based positions for list_select, once per query; padding (-1) points past the row's end,
+        where emit_Gather appends a 0."""
+        past_end = self.graph.size_of(node.inputs[0]) + 1
+        position = f"CASE WHEN _nn_i < 0 THEN {past_end} ELSE _nn_i::INTEGER + 1 END"
+        where = self.tensor_filter("k", f"{node.name}.indices")
         return (
-            f"(SELECT k.value FROM nnsql.tensors k WHERE {self.tensor_filter('k', f'{node.name}.indices')})"
+            f"(SELECT list_transform(k.value, lambda _nn_i: {position}) FROM nnsql.tensors k WHERE {where})"
         )
 
     def params(self) -> Iterator[tuple[str, str]]:
@@ -186,9 +191,8 @@ class DuckDBGenerator:
         )
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
-        """Every window's values; an index of -1 (padding) reads 0."""
-        pick = f"CASE WHEN _nn_i < 0 THEN 0.0 ELSE {x}[_nn_i::INTEGER + 1] END"
-        return f"list_transform({PARAMS}.{node.name}, lambda _nn_i: {pick})"
+        """Every window's values (list_select, in C++); padding reads the 0 appended to the row."""
+        return f"list_select(list_append({x}, 0.0::DOUBLE), {PARAMS}.{node.name})"
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
         """The kernel over each window: a Dense per output position, flattened position-major."""

@@ -12,24 +12,7 @@ from export import reference
 from export.keras_frontend import to_ir
 from tests import models
 from tests.export.executors import DuckDBExecutor, OracleScriptExecutor, PlPythonExecutor, PostgresExecutor
-
-
-def tf_spawner_cnn(seed: int = 31) -> keras.Model:
-    """TF-Spawner's example network: two Conv2D + MaxPool2D, Dropout, Flatten, Dense(100), Dense(10)."""
-    model = keras.Sequential(
-        [
-            keras.Input((28, 28, 1), name="image"),
-            keras.layers.Conv2D(8, (3, 3), activation="relu", name="conv1"),
-            keras.layers.MaxPool2D((2, 2), name="pool1"),
-            keras.layers.Conv2D(16, (3, 3), activation="relu", name="conv2"),
-            keras.layers.MaxPool2D((2, 2), name="pool2"),
-            keras.layers.Dropout(0.25),
-            keras.layers.Flatten(name="flat"),
-            keras.layers.Dense(100, activation="relu", name="hidden"),
-            keras.layers.Dense(10, activation="softmax", name="probabilities"),
-        ]
-    )
-    return models._seeded(model, seed)
+from tests.models import tf_spawner_cnn
 
 
 def convolution_variants(seed: int = 32) -> keras.Model:
