@@ -17,7 +17,9 @@ import argparse
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,10 @@ def duckdb_seconds(model_path: Path, images: np.ndarray, workdir: Path) -> float
     with store.registered(feature_table({"image": images})) as rows:
         store.con.execute(f"CREATE TABLE images AS SELECT _nn_row AS id, image FROM {rows}")
     return best_seconds(lambda: store.con.execute("SELECT id, cnn.score(image) FROM images").fetchall(), 2)
+
+
+def fetch_all(connection: Any, query: str) -> list:
+    return connection.execute(query).fetchall()
 
 
 def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
@@ -61,7 +67,7 @@ def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
             store.con.commit()
             query = f"SELECT id, {name}.score(features) FROM {name}.testdata"
             label = "postgres_plpython" if fast else "postgres_plpgsql"
-            seconds[label] = best_seconds(lambda query=query: store.con.execute(query).fetchall(), 1)
+            seconds[label] = best_seconds(partial(fetch_all, store.con, query), 1)
         store.close()
         return seconds
     finally:

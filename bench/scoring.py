@@ -96,7 +96,8 @@ def postgres_contenders(
     store.load_test_data("mnist", x, np.zeros(len(x), dtype=np.int64))
     store.con.commit()
     runners = {"postgres_plpgsql": "mnist"}
-    if store.con.execute("SELECT to_regnamespace('mnist_fast') IS NOT NULL").fetchone()[0]:
+    row = store.con.execute("SELECT to_regnamespace('mnist_fast') IS NOT NULL").fetchone()
+    if row and row[0]:
         runners["postgres_plpython"] = "mnist_fast"
 
     def cleanup() -> None:

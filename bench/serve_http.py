@@ -84,14 +84,22 @@ def payloads(directory: Path) -> dict[str, tuple[Path, str, str]]:
     }
 
 
+def found(pattern: str, text: str) -> str:
+    """The first group of `pattern` in wrk's output; a clear error when wrk printed something else."""
+    match = re.search(pattern, text, re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"wrk's output has no {pattern!r}: {text[:200]!r}")
+    return match[1]
+
+
 def parse_wrk(output: str) -> dict:
     def millis(text: str) -> float:
-        value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
+        value, unit = found(r"^([\d.]+)(?:us|ms|s)$", text), found(r"^[\d.]+(us|ms|s)$", text)
         return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output)[1])
-    p50 = millis(re.search(r"^\s+50%\s+(\S+)", output, re.MULTILINE)[1])
-    p99 = millis(re.search(r"^\s+99%\s+(\S+)", output, re.MULTILINE)[1])
+    rate = float(found(r"Requests/sec:\s+([\d.]+)", output))
+    p50 = millis(found(r"^\s+50%\s+(\S+)", output))
+    p99 = millis(found(r"^\s+99%\s+(\S+)", output))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     return {
         "requests_per_second": round(rate, 1),
