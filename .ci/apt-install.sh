@@ -6,7 +6,8 @@ set -euo pipefail
 
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]; }
 offered() {
-  # No `| grep -q` here: under pipefail, grep's early exit makes apt-cache die of SIGPIPE (status 141).
+  # The policy is read into a variable, not piped into grep: under pipefail an early-exiting grep makes
+  # apt-cache die of SIGPIPE (status 141) and every package would look unavailable.
   local policy
   policy="$(apt-cache policy "$1" 2>/dev/null || true)"
   [[ "$policy" =~ Candidate:\ [^\(] ]]

@@ -66,27 +66,26 @@ class PostgresGenerator:
         self.version = version
         self.fast_path = fast_path
 
-    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+    def weighted(self, node: ir.Dense | ir.PatchDense, function: str, x: str, *sizes: int) -> str:
+        """`v := nnsql.<function>(x, kernel, bias, sizes..., activation)`; an activation the library
+        lacks is applied after it by its formula (export/activations.py)."""
         bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
         library = node.activation in LIBRARY_ACTIVATIONS
-        dense = (
-            f"{self.var(node.name)} := nnsql.dense({x}, {weight_variable(node, 'kernel')}, {bias}, "
-            f"{node.units}, {literal(node.activation if library else 'linear')});"
+        arguments = [x, weight_variable(node, "kernel"), bias, *map(str, sizes)]
+        arguments.append(literal(node.activation if library else "linear"))
+        statement = f"{self.var(node.name)} := nnsql.{function}({', '.join(arguments)});"
+        return (
+            statement if library else f"{statement}\n    {elementwise(self.var(node.name), node.activation)}"
         )
-        return dense if library else f"{dense}\n    {elementwise(self.var(node.name), node.activation)}"
+
+    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+        return self.weighted(node, "dense", x, node.units)
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
         return f"{self.var(node.name)} := nnsql.gather({x}, {weight_variable(node, 'indices')});"
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
-        bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
-        library = node.activation in LIBRARY_ACTIVATIONS
-        activation = literal(node.activation if library else "linear")
-        call = (
-            f"{self.var(node.name)} := nnsql.patch_dense({x}, {weight_variable(node, 'kernel')}, "
-            f"{bias}, {node.patches}, {node.size}, {node.units}, {activation});"
-        )
-        return call if library else f"{call}\n    {elementwise(self.var(node.name), node.activation)}"
+        return self.weighted(node, "patch_dense", x, node.patches, node.size, node.units)
 
     def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
         return f"{self.var(node.name)} := nnsql.group_max({x}, {node.size});"

@@ -50,11 +50,15 @@ class PlPythonGenerator:
     def var(self, value: str) -> str:
         return f"v_{value}"
 
-    def emit_Dense(self, node: ir.Dense, x: str) -> str:
-        linear = f'{x} @ weights["{node.name}.kernel"]'
+    def affine(self, node: ir.Dense | ir.PatchDense, rows: str) -> str:
+        """activation(rows @ kernel + bias), in numpy."""
+        linear = f'{rows} @ weights["{node.name}.kernel"]'
         if node.bias is not None:
             linear += f' + weights["{node.name}.bias"]'
-        return f"{self.var(node.name)} = {ACTIVATIONS[node.activation].format(v=f'({linear})')}"
+        return ACTIVATIONS[node.activation].format(v=f"({linear})")
+
+    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+        return f"{self.var(node.name)} = {self.affine(node, x)}"
 
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         return f"{self.var(node.name)} = np.concatenate([{', '.join(parts)}])"
@@ -86,10 +90,8 @@ class PlPythonGenerator:
         return f'{self.var(node.name)} = np.append({x}, 0.0)[weights["{node.name}.indices"].astype(np.int64)]'
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
-        linear = f'{x}.reshape({node.patches}, {node.size}) @ weights["{node.name}.kernel"]'
-        if node.bias is not None:
-            linear += f' + weights["{node.name}.bias"]'
-        return f"{self.var(node.name)} = ({ACTIVATIONS[node.activation].format(v=f'({linear})')}).ravel()"
+        windows = f"{x}.reshape({node.patches}, {node.size})"
+        return f"{self.var(node.name)} = ({self.affine(node, windows)}).ravel()"
 
     def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
         return f"{self.var(node.name)} = {x}.reshape(-1, {node.size}).max(axis=1)"
