@@ -80,12 +80,13 @@ def describe(layer: Any) -> str:
 
 
 # Keras names that are aliases of an IR activation; tf.keras's hard_sigmoid is another function.
-ALIASES = {"swish": "silu", "hard_swish": "hard_silu", "relu6": "relu6"}
+ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
 LEGACY_ALIASES = {**ALIASES, "hard_sigmoid": "hard_sigmoid_keras2"}
 
 
-def activation_name(name: Any, layer: Any, ctx: Context) -> ir.Activation:
-    """The IR activation for a Keras activation name, by the Keras that wrote the layer."""
+def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
+    """The IR activation of a layer's `activation`, read as the Keras that wrote the layer means it."""
+    name = layer.get_config().get("activation", "linear")
     if isinstance(name, dict):  # tf.keras may serialise {'class_name': 'function', 'config': 'elu'}
         name = name.get("config", name)
     legacy = type(layer).__module__.startswith("tf_keras")
@@ -94,10 +95,6 @@ def activation_name(name: Any, layer: Any, ctx: Context) -> ir.Activation:
     if not isinstance(name, str) or name not in ir.ACTIVATIONS:
         raise ctx.unsupported(layer, f"activation {name!r}")
     return name
-
-
-def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
-    return activation_name(layer.get_config().get("activation", "linear"), layer, ctx)
 
 
 @converts("Dense", produces="Dense")

@@ -13,21 +13,8 @@ import orjson
 
 from serve.errors import bad_request
 from serve.repository import LoadedModel
+from serve.validation import V2_DATATYPES
 
-V2_DATATYPES: dict[str, np.dtype] = {
-    "BOOL": np.dtype("bool"),
-    "UINT8": np.dtype("<u1"),
-    "UINT16": np.dtype("<u2"),
-    "UINT32": np.dtype("<u4"),
-    "UINT64": np.dtype("<u8"),
-    "INT8": np.dtype("<i1"),
-    "INT16": np.dtype("<i2"),
-    "INT32": np.dtype("<i4"),
-    "INT64": np.dtype("<i8"),
-    "FP16": np.dtype("<f2"),
-    "FP32": np.dtype("<f4"),
-    "FP64": np.dtype("<f8"),
-}
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
 

@@ -5,8 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-V2_TYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32"}
-V2_TYPES |= {"FP64"}
+import numpy as np
+
+# KServe V2 datatypes and their little-endian numpy forms: what a version may declare and a request send.
+V2_DATATYPES: dict[str, np.dtype] = {
+    "BOOL": np.dtype("bool"),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+}
 
 
 class InvalidVersion(ValueError):
@@ -22,7 +37,7 @@ def check_tensor_specs(specs: Any, role: str) -> list[dict]:
         shape = spec.get("shape")
         if not isinstance(shape, list) or not all(type(d) is int and d >= -1 for d in shape):
             raise InvalidVersion(f"{role} {spec['name']!r}: 'shape' must be a list of integers (-1 for any)")
-        if spec.get("datatype") not in V2_TYPES:
+        if spec.get("datatype") not in V2_DATATYPES:
             raise InvalidVersion(f"{role} {spec['name']!r}: unknown datatype {spec.get('datatype')!r}")
     return specs
 
