@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException
 from serve.errors import ScoringError
 from serve.metrics import Metrics
 from serve.repository import LoadedModel, ModelRepository
+from serve.tensors import load_json
 
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",
@@ -163,8 +164,6 @@ def max_lists(model: LoadedModel) -> int:
 
 def read_json(model: LoadedModel) -> Any:
     """The request body parsed as JSON, after the size and structure checks."""
-    from serve.tensors import load_json
-
     return load_json(read_body(model), max_lists(model))
 
 
