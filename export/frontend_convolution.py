@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from export import ir
-from export.keras_frontend import Context, _activation_name, converts, describe
+from export.keras_frontend import Context, activation_name, converts, describe
 
 
 def output_length(size: int, window: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
@@ -64,7 +64,7 @@ def _conv2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node,
         tuple(config["dilation_rate"]),
         config["padding"],
     )
-    activation = _activation_name(layer, ctx)
+    activation = activation_name(layer, ctx)
     if activation == "softmax":
         raise ctx.unsupported(layer, "softmax over the channels of each position")
     name = ctx.node_name(layer)

@@ -5,7 +5,7 @@ Keras or knows any SQL. Nodes are frozen dataclasses with value equality, listed
 each node reads named values (graph inputs or earlier nodes) and produces one value named after itself.
 
 Tensor shapes never include the batch dimension. A sequence input has shape (steps, features);
-recurrent nodes and masks are planned to fit as further node kinds reading such values.
+a recurrent layer becomes a `Scan` whose body is itself a small graph of the same primitives.
 """
 
 from __future__ import annotations
@@ -169,19 +169,49 @@ class Concatenate(Node):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GRU(Node):
-    """A GRU over a (steps, features) sequence returning its last state (Keras, reset_after=True).
+class Slice(Node):
+    """y = x[start:stop] of the flat value."""
 
-    kernel (features, 3·units) and recurrent_kernel (units, 3·units) hold the gates in Keras's order
-    [update z, reset r, candidate h]; bias (2, 3·units) is the input bias row then the recurrent bias row.
-    With `mask_value` set, a time step whose features all equal it is skipped (the state carries over).
+    start: int
+    stop: int
+
+
+BINARY_OPS = ("add", "sub", "mul")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Binary(Node):
+    """y[i] = a[i] op b[i] for two values of one size; op is one of BINARY_OPS."""
+
+    op: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepMask(Node):
+    """y[t] = 1 when some feature of step t of a (steps, features) sequence differs from 0, else 0:
+    Keras's Masking(mask_value=0), as a value of its own that flows to the layers that consume it."""
+
+    steps: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recurrent(Node):
+    """A Keras recurrent layer as the front end reads it; export/lowering.py rewrites it into a Scan.
+
+    cell: "gru" (reset_after=True), "gru_v1" (reset_after=False), "lstm" or "simple". Kernels and bias
+    keep Keras's shapes and gate order. inputs: (sequence,) or (sequence, step mask).
     """
 
+    cell: str
     kernel: Weights
     recurrent_kernel: Weights
     bias: Weights | None = None
+    activation: Activation = "tanh"
+    recurrent_activation: Activation = "sigmoid"
     steps: int
-    mask_value: float | None = None
+    go_backwards: bool = False
+    return_sequences: bool = False
+    zero_masked: bool = False  # a masked step outputs zeros (Keras's zero_output_for_mask), else the carry
 
     @property
     def units(self) -> int:
@@ -190,6 +220,45 @@ class GRU(Node):
     @property
     def features(self) -> int:
         return self.kernel.shape[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scan(Node):
+    """A loop over the time steps of inputs[0], a (steps, features) sequence stored flat.
+
+    `body` is a graph of primitives with two inputs, the step's features and the state (zeros before the
+    first step), whose output is the next state. With a step mask (inputs[1]), a masked step leaves the
+    state unchanged. The scan's value is the first `output_size` values of the last state or, with
+    `sequences`, of every step's state one after the other (in the order the steps ran; a masked step
+    gives the carried values, or zeros with `zero_masked`). `reverse` runs the steps last to first.
+    """
+
+    body: Graph
+    steps: int
+    output_size: int
+    reverse: bool = False
+    sequences: bool = False
+    zero_masked: bool = False
+
+    @property
+    def step_input(self) -> str:
+        return self.body.inputs[0].name
+
+    @property
+    def state_input(self) -> str:
+        return self.body.inputs[1].name
+
+    @property
+    def features(self) -> int:
+        return self.body.inputs[0].size
+
+    @property
+    def state_size(self) -> int:
+        return self.body.inputs[1].size
+
+    @property
+    def masked(self) -> bool:
+        return len(self.inputs) > 1
 
 
 @dataclass(frozen=True)
@@ -201,20 +270,34 @@ class Graph:
     output: str
     classes: tuple[str, ...] = ()
 
-    def node(self, name: str) -> Node:
+    def all_nodes(self) -> Iterator[Node]:
+        """Every node, the nodes of each Scan's body right after the Scan."""
         for node in self.nodes:
+            yield node
+            if isinstance(node, Scan):
+                yield from node.body.all_nodes()
+
+    def all_inputs(self) -> Iterator[TensorSpec]:
+        """The graph's inputs and those of every Scan body (a step's features, the state)."""
+        yield from self.inputs
+        for node in self.nodes:
+            if isinstance(node, Scan):
+                yield from node.body.all_inputs()
+
+    def node(self, name: str) -> Node:
+        for node in self.all_nodes():
             if node.name == name:
                 return node
         raise KeyError(name)
 
     def size_of(self, name: str) -> int:
-        """How many values the flat value `name` holds (an input, or a node's result)."""
-        for spec in self.inputs:
+        """How many values the flat value `name` holds (an input, or a node's result), in scan bodies too."""
+        for spec in self.all_inputs():
             if spec.name == name:
                 return spec.size
         node = self.node(name)
-        if isinstance(node, Dense | GRU):
-            return node.units
+        if isinstance(node, Dense | Recurrent):
+            return node.units * (node.steps if getattr(node, "return_sequences", False) else 1)
         if isinstance(node, Reshape):
             return int(np.prod(node.shape))
         if isinstance(node, Concatenate):
@@ -225,11 +308,17 @@ class Graph:
             return node.patches * node.units
         if isinstance(node, GroupMax):
             return self.size_of(node.inputs[0]) // node.size
+        if isinstance(node, Slice):
+            return node.stop - node.start
+        if isinstance(node, StepMask):
+            return node.steps
+        if isinstance(node, Scan):
+            return node.output_size * (node.steps if node.sequences else 1)
         return self.size_of(node.inputs[0])  # elementwise: an activation keeps the size
 
     def named_weights(self) -> Iterator[tuple[str, Weights]]:
         """Every constant tensor as ('<node>.<role>', weights), in graph order."""
-        for node in self.nodes:
+        for node in self.all_nodes():
             for role, value in node.weights():
                 yield f"{node.name}.{role}", value
 
@@ -238,11 +327,13 @@ class Graph:
         digest = hashlib.sha256()
         for spec in self.inputs:
             digest.update(repr(spec).encode())
-        for node in self.nodes:
+        for node in self.all_nodes():  # a Scan's body is hashed node by node, right after it
             digest.update(repr((node.kind, node.name, node.inputs)).encode())
             for f in fields(node):
                 value = getattr(node, f.name)
-                if isinstance(value, Weights):
+                if isinstance(value, Graph):
+                    digest.update(repr((value.inputs, value.output)).encode())
+                elif isinstance(value, Weights):
                     digest.update(repr(value.shape).encode())
                     digest.update(value.array.tobytes())
                 elif f.name not in ("name", "inputs", "source"):

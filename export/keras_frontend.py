@@ -21,6 +21,7 @@ import numpy as np
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
 from export.names import SQL_KEYWORDS
+from export.lowering import lower
 from export.passes import fold_linear_chains
 
 # A converter returns an IR node (or several, the last one being the layer's value), or the name of an
@@ -45,7 +46,7 @@ def converts(*class_names: str, produces: str) -> Callable[[Converter], Converte
 class Context:
     target: str
     names: dict[str, str]
-    masks: dict[str, float] = field(default_factory=dict)  # value name → Masking's mask_value
+    masks: dict[str, str] = field(default_factory=dict)  # value name → the name of its step mask
     calls: dict[int, int] = field(default_factory=dict)  # id(layer) → times applied so far
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
@@ -84,9 +85,10 @@ ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
 LEGACY_ALIASES = {**ALIASES, "hard_sigmoid": "hard_sigmoid_keras2"}
 
 
-def _activation_name(layer: Any, ctx: Context) -> ir.Activation:
-    """The IR activation of a layer's `activation`, read as the Keras that wrote the layer means it."""
-    name = layer.get_config().get("activation", "linear")
+def activation_name(layer: Any, ctx: Context, key: str = "activation") -> ir.Activation:
+    """The IR activation of a layer's `activation` (or other `key`), read as the Keras that wrote the layer
+    means it."""
+    name = layer.get_config().get(key, "linear")
     if isinstance(name, dict):  # tf.keras may serialise {'class_name': 'function', 'config': 'elu'}
         name = name.get("config", name)
     legacy = type(layer).__module__.startswith("tf_keras")
@@ -108,14 +110,14 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
         inputs=inputs,
         kernel=kernel,
         bias=bias,
-        activation=_activation_name(layer, ctx),
+        activation=activation_name(layer, ctx),
         source=describe(layer),
     )
 
 
 @converts("Activation", produces="ActivationNode")
 def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str:
-    name = _activation_name(layer, ctx)
+    name = activation_name(layer, ctx)
     if name == "linear":
         return inputs[0]
     return ir.ActivationNode(
@@ -169,53 +171,6 @@ def _concatenate(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     return ir.Concatenate(name=ctx.node_name(layer), inputs=inputs, source=describe(layer))
 
 
-@converts("Masking", produces="Reshape")
-def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
-    """A value of its own (an identity Reshape) that carries the mask value to the recurrent layers fed
-    from it, and only to them: a layer fed from the unmasked input beside it stays unmasked, as in Keras.
-    Keras zeroes the masked steps, which is the identity only when the mask value is 0."""
-    value = float(layer.get_config().get("mask_value", 0.0))
-    if value != 0.0:
-        raise ctx.unsupported(layer, f"mask_value {value} (only 0)")
-    shape = tuple(int(d) for d in layer.input.shape[1:])
-    node = ir.Reshape(name=ctx.node_name(layer), inputs=inputs, shape=shape, source=describe(layer))
-    ctx.masks[node.name] = value
-    return node
-
-
-@converts("GRU", produces="GRU")
-def _gru(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
-    config = layer.get_config()
-    wanted = {
-        "activation": "tanh",
-        "recurrent_activation": "sigmoid",
-        "reset_after": True,
-        "return_sequences": False,
-        "return_state": False,
-        "go_backwards": False,
-        "stateful": False,
-    }
-    for option, value in wanted.items():
-        if config.get(option, value) != value:
-            raise ctx.unsupported(layer, f"{option}={config.get(option)!r} (supported: {value!r})")
-    sequence = layer.input[0] if isinstance(layer.input, list) else layer.input  # [input, mask]
-    steps = sequence.shape[1]
-    if steps is None:
-        raise ctx.unsupported(layer, "a sequence of variable length")
-    cell = layer.cell
-    bias = ir.Weights(np.asarray(cell.bias.numpy())) if config.get("use_bias", True) else None
-    return ir.GRU(
-        name=ctx.node_name(layer),
-        inputs=inputs,
-        kernel=ir.Weights(np.asarray(cell.kernel.numpy())),
-        recurrent_kernel=ir.Weights(np.asarray(cell.recurrent_kernel.numpy())),
-        bias=bias,
-        steps=int(steps),
-        mask_value=ctx.masks.get(inputs[0]),
-        source=describe(layer),
-    )
-
-
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     shape = tuple(tensor.shape[1:])
     if any(dim is None for dim in shape):
@@ -229,7 +184,7 @@ def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
 
 def positional_tensors(inbound: Any) -> list[Any]:
     """The tensors a layer was called on, without keyword arguments such as a propagated `mask`
-    (the mask's own ops are not part of the network: recurrent nodes carry the mask value instead).
+    (the mask's own ops are not part of the network: a step mask flows as a value of its own instead).
     Keras 3 keeps them in `node.arguments.args`, legacy tf.keras in `node.call_args`."""
     import keras
 
@@ -267,7 +222,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         return result
 
     output = visit(model.outputs[0])
-    nodes = fold_linear_chains(nodes, output)
+    nodes = fold_linear_chains(lower(nodes), output)
     n_out = int(model.outputs[0].shape[-1])
     labels = classes or tuple(str(i) for i in range(n_out))
     if len(labels) != n_out:
@@ -368,4 +323,4 @@ def is_legacy(model: Any) -> bool:
 
 
 # Converters kept in modules of their own register on import.
-from export import frontend_convolution, frontend_normalization  # noqa: E402, F401
+from export import frontend_convolution, frontend_normalization, frontend_recurrent  # noqa: E402, F401

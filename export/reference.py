@@ -96,32 +96,41 @@ def _concatenate(node: ir.Concatenate, *parts: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
-def _gru(node: ir.GRU, x: np.ndarray) -> np.ndarray:
-    """Keras's GRU with reset_after=True, tanh and sigmoid, last state; masked steps keep the state."""
-    units = node.units
-    kernel = node.kernel.array.astype(np.float64)
-    recurrent = node.recurrent_kernel.array.astype(np.float64)
-    bias = node.bias.array.astype(np.float64) if node.bias is not None else np.zeros((2, 3 * units))
-    h = np.zeros((x.shape[0], units))
-    for t in range(node.steps):
-        xt = x[:, t, :]
-        xz, xr, xh = np.split(xt @ kernel + bias[0], 3, axis=1)
-        hz, hr, hh = np.split(h @ recurrent + bias[1], 3, axis=1)
-        z = activate(xz + hz, "sigmoid")
-        r = activate(xr + hr, "sigmoid")
-        candidate = np.tanh(xh + r * hh)
-        new = z * h + (1 - z) * candidate
-        if node.mask_value is None:
-            h = new
-        else:
-            keep = np.any(xt != node.mask_value, axis=1, keepdims=True)
-            h = np.where(keep, new, h)
-    return h
+def _slice(node: ir.Slice, x: np.ndarray) -> np.ndarray:
+    return x.reshape(len(x), -1)[:, node.start : node.stop]
+
+
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return BINARY[node.op](a.reshape(len(a), -1), b.reshape(len(b), -1))
+
+
+def _step_mask(node: ir.StepMask, x: np.ndarray) -> np.ndarray:
+    return np.any(x.reshape(len(x), node.steps, -1) != 0.0, axis=2).astype(np.float64)
+
+
+def _scan(node: ir.Scan, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """The body run on each step in turn; masked rows keep their state (Keras's rule)."""
+    steps = x.reshape(len(x), node.steps, node.features)
+    state = np.zeros((len(x), node.state_size))
+    outputs = []
+    for t in reversed(range(node.steps)) if node.reverse else range(node.steps):
+        new = run(node.body, {node.step_input: steps[:, t, :], node.state_input: state})
+        keep = np.ones((len(x), 1), bool) if mask is None else mask[:, t : t + 1] > 0
+        state = np.where(keep, new, state)
+        emitted = state[:, : node.output_size]
+        outputs.append(np.where(keep, emitted, 0.0) if node.zero_masked else emitted)
+    return np.concatenate(outputs, axis=1) if node.sequences else state[:, : node.output_size]
 
 
 _KERNELS: dict[type, Callable] = {
     ir.Concatenate: _concatenate,
-    ir.GRU: _gru,
+    ir.Slice: _slice,
+    ir.Binary: _binary,
+    ir.StepMask: _step_mask,
+    ir.Scan: _scan,
     ir.Dense: _dense,
     ir.ActivationNode: _activation,
     ir.Reshape: _reshape,

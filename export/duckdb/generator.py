@@ -22,6 +22,7 @@ TARGET = "duckdb"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
 PARAMS = "_nn_p"
 
+BINARY = {"add": "+", "sub": "-", "mul": "*"}
 SCALAR_ACTIVATIONS = {
     "linear": "{z}",
     "relu": "greatest({z}, 0.0)",
@@ -92,36 +93,6 @@ class DuckDBGenerator:
             f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
         )
 
-    def params_GRU(self, node: ir.GRU) -> str:
-        """One struct per unit: its input and recurrent weight rows and biases for gates z, r, h.
-        Both kernels are stored transposed (3·units rows); the bias as Keras's (2, 3·units)."""
-        units, features = node.units, node.features
-        sources = ["nnsql.tensors k", "nnsql.tensors r"]
-        filters = [
-            self.tensor_filter("k", f"{node.name}.kernel"),
-            self.tensor_filter("r", f"{node.name}.recurrent_kernel"),
-        ]
-        if node.bias is not None:
-            sources.append("nnsql.tensors b")
-            filters.append(self.tensor_filter("b", f"{node.name}.bias"))
-        fields = ["j: _nn_j + 1"]
-        for gate, offset in (("z", 0), ("r", units), ("h", 2 * units)):
-            row = f"({offset} + _nn_j)"
-            fields.append(f"w{gate}: k.value[{row} * {features} + 1 : ({row} + 1) * {features}]")
-            fields.append(f"u{gate}: r.value[{row} * {units} + 1 : ({row} + 1) * {units}]")
-            fields.append(
-                f"b{gate}: " + (f"b.value[{offset} + _nn_j + 1]" if node.bias is not None else "0.0")
-            )
-            fields.append(
-                f"rb{gate}: "
-                + (f"b.value[{3 * units + offset} + _nn_j + 1]" if node.bias is not None else "0.0")
-            )
-        unit = "{" + ", ".join(fields) + "}"
-        return (
-            f"(SELECT list_transform(range({units}), lambda _nn_j: {unit}) "
-            f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
-        )
-
     def params_PatchDense(self, node: ir.PatchDense) -> str:
         """The convolution kernel as per-filter {w, b} structs, exactly like a Dense layer's units."""
         return self.params_Dense(node)  # type: ignore[arg-type]
@@ -137,7 +108,7 @@ class DuckDBGenerator:
         )
 
     def params(self) -> Iterator[tuple[str, str]]:
-        for node in self.graph.nodes:
+        for node in self.graph.all_nodes():
             method = getattr(self, f"params_{node.kind}", None)
             if method is not None:
                 yield node.name, method(node)
@@ -158,37 +129,48 @@ class DuckDBGenerator:
             joined = f"list_concat({joined}, {part})"
         return joined
 
-    def emit_GRU(self, node: ir.GRU, x: str) -> str:
-        """A list_reduce over the time steps; the state is a DOUBLE[units] carried in a struct
-        (list_reduce needs the accumulator and the elements to share one type)."""
-        features = node.features
+    def emit_Slice(self, node: ir.Slice, x: str) -> str:
+        return f"{x}[{node.start + 1}:{node.stop}]"
+
+    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
+        return f"list_transform({a}, lambda _nn_a, _nn_i: _nn_a {BINARY[node.op]} {b}[_nn_i])"
+
+    def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
+        width = self.graph.size_of(node.inputs[0]) // node.steps
+        step = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
+        kept = f"list_bool_or(list_transform({step}, lambda _nn_e: _nn_e <> 0))"
+        return f"list_transform(range({node.steps}), lambda _nn_t: CASE WHEN {kept} THEN 1.0 ELSE 0.0 END)"
+
+    def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
+        """A list_reduce over the step indices; the accumulator {s: state, o: outputs, t: step} is also
+        the element type (list_reduce needs one type). Without sequences, masked steps are filtered out
+        before the loop: Keras carries the state over them, so skipping them is exact."""
+        order = f"range({node.steps - 1}, -1, -1)" if node.reverse else f"range({node.steps})"
+        if mask is not None and not node.sequences:
+            order = f"list_filter({order}, lambda _nn_t: {mask}[_nn_t + 1] > 0)"
+        features, size, empty = node.features, node.output_size, "[]::DOUBLE[]"
         step = f"{x}[_nn_step.t * {features} + 1 : (_nn_step.t + 1) * {features}]"
+        lets = [("_nn_acc.s", value_ref(node.state_input)), (step, value_ref(node.step_input))]
+        lets += [(self.emit(body_node), value_ref(body_node.name)) for body_node in node.body.nodes]
+        new = value_ref(node.body.output)
+        outputs = f"list_concat(_nn_acc.o, {new}[1:{size}])" if node.sequences else empty
+        update = self.let(lets, f"{{s: {new}, o: {outputs}, t: _nn_step.t}}")
+        if mask is not None and node.sequences:
+            skipped = f"list_transform(range({size}), lambda _nn_i: 0.0::DOUBLE)" if node.zero_masked else f"_nn_acc.s[1:{size}]"
+            carried = f"{{s: _nn_acc.s, o: list_concat(_nn_acc.o, {skipped}), t: _nn_step.t}}"
+            update = f"CASE WHEN {mask}[_nn_step.t + 1] > 0 THEN {update} ELSE {carried} END"
+        zeros = f"list_transform(range({node.state_size}), lambda _nn_i: 0.0::DOUBLE)"
+        reduced = (
+            f"list_reduce(list_transform({order}, lambda _nn_t: {{s: {empty}, o: {empty}, t: _nn_t}}), "
+            f"lambda _nn_acc, _nn_step: {update}, {{s: {zeros}, o: {empty}, t: -1}})"
+        )
+        return f"{reduced}.o" if node.sequences else f"{reduced}.s[1:{size}]"
 
-        def gate(name: str) -> str:
-            return (
-                f"list_dot_product(_nn_s.x, _nn_u.w{name}) + _nn_u.b{name} + "
-                f"list_dot_product(_nn_s.h, _nn_u.u{name}) + _nn_u.rb{name}"
-            )
-
-        candidate = (
-            "tanh(list_dot_product(_nn_s.x, _nn_u.wh) + _nn_u.bh + "
-            "_nn_g.r * (list_dot_product(_nn_s.h, _nn_u.uh) + _nn_u.rbh))"
-        )
-        sigmoid = SCALAR_ACTIVATIONS["sigmoid"]
-        unit = (
-            f"list_transform([{{z: {sigmoid.format(z=gate('z'))}, r: {sigmoid.format(z=gate('r'))}}}], "
-            f"lambda _nn_g: _nn_g.z * _nn_s.h[_nn_u.j] + (1.0 - _nn_g.z) * {candidate})[1]"
-        )
-        new_state = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {unit})"
-        if node.mask_value is not None:
-            keep = f"list_bool_or(list_transform(_nn_s.x, lambda _nn_e: _nn_e <> {node.mask_value!r}))"
-            new_state = f"CASE WHEN {keep} THEN {new_state} ELSE _nn_s.h END"
-        update = f"list_transform([{{x: {step}, h: _nn_acc.h}}], lambda _nn_s: {new_state})[1]"
-        return (
-            f"list_reduce(list_transform(range({node.steps}), lambda _nn_t: {{h: []::DOUBLE[], t: _nn_t}}), "
-            f"lambda _nn_acc, _nn_step: {{h: {update}, t: _nn_step.t}}, "
-            f"{{h: list_transform(range({node.units}), lambda _nn_i: 0.0::DOUBLE), t: -1}}).h"
-        )
+    @staticmethod
+    def let(bindings: list[tuple[str, str]], result: str) -> str:
+        """`result` with each (expression, variable) bound in turn: list_transform([e], lambda v: ...)[1]."""
+        opened = "".join(f"list_transform([{expr}], lambda {var}: " for expr, var in bindings)
+        return f"{opened}{result}{')[1]' * len(bindings)}"
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
         """Every window's values (list_select, in C++); padding reads the 0 appended to the row."""

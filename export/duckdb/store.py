@@ -53,11 +53,11 @@ def check_file_name(path: Path, name: str) -> None:
 
 def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray, str]]:
     """(tensor name, array as stored, layout) for every constant the macros read."""
-    for node in graph.nodes:
+    for node in graph.all_nodes():
         for role, weights in node.weights():
             array = weights.array
             layout = "as in Keras"
-            if role in ("kernel", "recurrent_kernel") and isinstance(node, (ir.Dense, ir.PatchDense, ir.GRU)):
+            if role == "kernel" and isinstance(node, ir.Dense | ir.PatchDense):
                 array, layout = array.T, "units x inputs (Keras kernel transposed), row-major"
             yield f"{node.name}.{role}", array, layout
 

@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import activations, ir
 from export.postgres.plpython import PlPythonGenerator
-from export.sqlformat import wrap_line
+from export.sqlformat import wrap, wrap_line
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
 
@@ -93,6 +93,38 @@ class PostgresGenerator:
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         return f"{self.var(node.name)} := {' || '.join(parts)};"
 
+    def emit_Slice(self, node: ir.Slice, x: str) -> str:
+        return f"{self.var(node.name)} := {x}[{node.start + 1}:{node.stop}];"
+
+    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
+        return f"{self.var(node.name)} := nnsql.binary({a}, {b}, {literal(node.op)});"
+
+    def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
+        return f"{self.var(node.name)} := nnsql.step_mask({x}, {node.steps});"
+
+    def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
+        """A FOR loop over the steps running the body's statements; see ir.Scan for the rules."""
+        y, state, size = self.var(node.name), self.var(node.state_input), node.output_size
+        last, features = node.steps - 1, node.features
+        loop = f"FOR nn_t IN REVERSE {last}..0 LOOP" if node.reverse else f"FOR nn_t IN 0..{last} LOOP"
+        inner = []
+        if mask is not None:
+            skipped = f"array_fill(0::float8, ARRAY[{size}])" if node.zero_masked else f"{state}[1:{size}]"
+            carry = f"{y} := {y} || {skipped}; " if node.sequences else ""
+            inner.append(f"IF {mask}[nn_t + 1] = 0 THEN {carry}CONTINUE; END IF;")
+        inner.append(f"{self.var(node.step_input)} := {x}[nn_t * {features} + 1:(nn_t + 1) * {features}];")
+        inner += [self.statement(body_node) for body_node in node.body.nodes]
+        inner.append(f"{state} := {self.var(node.body.output)};")
+        if node.sequences:
+            inner.append(f"{y} := {y} || {state}[1:{size}];")
+        lines = [f"{state} := array_fill(0::float8, ARRAY[{node.state_size}]);"]
+        lines += [f"{y} := '{{}}';", loop] if node.sequences else [loop]
+        lines += [f"    {line}" for text in inner for line in text.split("\n    ")]
+        lines.append("END LOOP;")
+        if not node.sequences:
+            lines.append(f"{y} := {state}[1:{size}];")
+        return "\n    ".join(lines)
+
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         if node.activation in LIBRARY_ACTIVATIONS:
             return f"{self.var(node.name)} := nnsql.activate({x}, {literal(node.activation)});"
@@ -109,13 +141,16 @@ class PostgresGenerator:
         return value_variable(name, self.graph)
 
     def tensors(self) -> Iterator[tuple[str, str]]:
-        for node in self.graph.nodes:
+        for node in self.graph.all_nodes():
             for role, _ in node.weights():
                 yield literal(f"{node.name}.{role}"), weight_variable(node, role)
 
     def variables(self) -> Iterator[str]:
         yield "nn_bad_index bigint"  # the index of a NaN or infinite feature, if any
-        for node in self.graph.nodes:
+        for spec in self.graph.all_inputs():
+            if spec not in self.graph.inputs:  # a scan's step and state
+                yield f"{self.var(spec.name)} float8[]"
+        for node in self.graph.all_nodes():
             yield f"{self.var(node.name)} float8[]"
             for role, _ in node.weights():
                 yield f"{weight_variable(node, role)} real[]"
@@ -155,7 +190,7 @@ class PostgresGenerator:
             checks=[wrap_line(check) for check in self.checks()],
             tensors=list(self.tensors()),
             # the PL/pgSQL body, or the PL/Python one on the fast path (which compiles more node kinds)
-            statements=[] if self.fast_path else [wrap_line(self.statement(n)) for n in self.graph.nodes],
+            statements=[] if self.fast_path else [wrap(self.statement(n)) for n in self.graph.nodes],
             output=self.var(self.graph.output),
             plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()
             if self.fast_path

@@ -22,6 +22,7 @@ ACTIVATIONS = {
     "softmax": "_softmax({v})",
     **{name: activations.formula(name, "numpy", "{v}") for name in activations.FORMULAS},
 }
+BINARY = {"add": "+", "sub": "-", "mul": "*"}
 PRELUDE = """\
 import numpy as np
 
@@ -63,27 +64,32 @@ class PlPythonGenerator:
     def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
         return f"{self.var(node.name)} = np.concatenate([{', '.join(parts)}])"
 
-    def emit_GRU(self, node: ir.GRU, x: str) -> str:
-        """Keras's GRU (reset_after=True) over the steps of the flat row; masked steps keep the state."""
-        units, name = node.units, node.name
-        bias = f'weights["{name}.bias"]' if node.bias is not None else f"np.zeros((2, {3 * units}))"
-        keep = "True" if node.mask_value is None else f"bool(np.any(xt != {node.mask_value!r}))"
-        return "\n".join(
-            [
-                f"_steps = {x}.reshape({node.steps}, {node.features})",
-                f'_k, _u, _b = weights["{name}.kernel"], weights["{name}.recurrent_kernel"], {bias}',
-                f"h = np.zeros({units})",
-                "for xt in _steps:",
-                f"    if not {keep}:",
-                "        continue",
-                "    xz, xr, xh = np.split(xt @ _k + _b[0], 3)",
-                "    hz, hr, hh = np.split(h @ _u + _b[1], 3)",
-                "    z = 1 / (1 + np.exp(-(xz + hz)))",
-                "    r = 1 / (1 + np.exp(-(xr + hr)))",
-                "    h = z * h + (1 - z) * np.tanh(xh + r * hh)",
-                f"{self.var(name)} = h",
-            ]
-        )
+    def emit_Slice(self, node: ir.Slice, x: str) -> str:
+        return f"{self.var(node.name)} = {x}[{node.start}:{node.stop}]"
+
+    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
+        return f"{self.var(node.name)} = {a} {BINARY[node.op]} {b}"
+
+    def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
+        return f"{self.var(node.name)} = np.any({x}.reshape({node.steps}, -1) != 0.0, axis=1)"
+
+    def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
+        """A Python loop over the steps running the body's statements; see ir.Scan for the rules."""
+        state, outputs, size = self.var(node.state_input), f"_outputs_{node.name}", node.output_size
+        order = f"range({node.steps} - 1, -1, -1)" if node.reverse else f"range({node.steps})"
+        inner = []
+        if mask is not None:
+            skipped = f"np.zeros({size})" if node.zero_masked else f"{state}[:{size}]"
+            inner += [f"if not {mask}[_t]:", f"    {outputs}.append({skipped})" if node.sequences else "", "    continue"]
+        inner.append(f"{self.var(node.step_input)} = {x}[_t * {node.features}:(_t + 1) * {node.features}]")
+        inner += self.statements(node.body)
+        inner.append(f"{state} = {self.var(node.body.output)}")
+        if node.sequences:
+            inner.append(f"{outputs}.append({state}[:{size}])")
+        result = f"np.concatenate({outputs})" if node.sequences else f"{state}[:{size}]"
+        lines = [f"{state} = np.zeros({node.state_size})", f"{outputs} = []", f"for _t in {order}:"]
+        lines += [f"    {line}" for text in inner if text for line in text.splitlines()]
+        return "\n".join([*lines, f"{self.var(node.name)} = {result}"])
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
         """An index of -1 (padding) reads the 0 appended to the row."""
@@ -117,10 +123,12 @@ class PlPythonGenerator:
                 f"if _bad.size:\n    plpy.error({errors.nonfinite + '%d'!r} % _bad[0])"
             )
 
+    def statements(self, graph: ir.Graph) -> list[str]:
+        return [emitter(self, node, TARGET)(node, *(self.var(n) for n in node.inputs)) for node in graph.nodes]
+
     def body(self) -> str:
         lines = [PRELUDE.format(name=self.name, version=self.version), *self.checks()]
-        for node in self.graph.nodes:
-            lines.append(emitter(self, node, TARGET)(node, *(self.var(n) for n in node.inputs)))
+        lines += self.statements(self.graph)
         lines.append(f"return {self.var(self.graph.output)}.tolist()")
         return "\n".join(lines)
 

@@ -66,7 +66,7 @@ def cancel_on_disconnect(connection: psycopg.Connection) -> None:
 
 def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
     """(tensor name, array) for every constant, in Keras's own layout (Dense kernel: inputs x units)."""
-    for node in graph.nodes:
+    for node in graph.all_nodes():
         for role, weights in node.weights():
             yield f"{node.name}.{role}", weights.array
 

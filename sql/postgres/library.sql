@@ -122,3 +122,36 @@ BEGIN
     RETURN y;
 END
 $fn$;
+
+-- Elementwise a op b of two vectors of one size: op is 'add', 'sub' or 'mul'.
+CREATE OR REPLACE FUNCTION nnsql.binary(a float8[], b float8[], op text)
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+BEGIN
+    IF op = 'add' THEN
+        FOR i IN 1..cardinality(a) LOOP a[i] := a[i] + b[i]; END LOOP;
+    ELSIF op = 'sub' THEN
+        FOR i IN 1..cardinality(a) LOOP a[i] := a[i] - b[i]; END LOOP;
+    ELSIF op = 'mul' THEN
+        FOR i IN 1..cardinality(a) LOOP a[i] := a[i] * b[i]; END LOOP;
+    ELSE
+        RAISE EXCEPTION 'nnsql.binary: unknown operation %', op;
+    END IF;
+    RETURN a;
+END
+$fn$;
+
+-- Keras's Masking(0): y[t] = 1 when some feature of step t (of `steps` equal steps) is not 0, else 0.
+CREATE OR REPLACE FUNCTION nnsql.step_mask(x float8[], steps integer)
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+DECLARE
+    width integer := cardinality(x) / steps;
+    y     float8[] := array_fill(0::float8, ARRAY[steps]);
+BEGIN
+    FOR t IN 0..steps - 1 LOOP
+        FOR i IN 1..width LOOP
+            IF x[t * width + i] <> 0 THEN y[t + 1] := 1; EXIT; END IF;
+        END LOOP;
+    END LOOP;
+    RETURN y;
+END
+$fn$;

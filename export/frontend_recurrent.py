@@ -1,0 +1,146 @@
+"""Keras recurrent layers and masks → IR: `Recurrent` nodes (lowered to scans by export/lowering.py),
+`StepMask` values and the merges of `Bidirectional`.
+
+Masks follow Keras: `Masking` makes a step mask that flows with the value it masks; a recurrent layer fed
+from that value consumes it, and passes it on when it returns sequences. A layer fed from anything else
+is unmasked, even when another branch of the same input is masked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from export import ir
+from export.keras_frontend import Context, activation_name, converts, describe
+
+CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
+MERGES = {"concat": None, "sum": "add", "mul": "mul", "ave": "add"}
+
+
+@converts("Masking", produces="StepMask")
+def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """A step mask, and a value of its own (an identity Reshape) that carries it to the layers fed from
+    it. Keras zeroes the masked steps, which is the identity only when the mask value is 0."""
+    value = float(layer.get_config().get("mask_value", 0.0))
+    if value != 0.0:
+        raise ctx.unsupported(layer, f"mask_value {value} (only 0)")
+    shape = tuple(int(d) for d in layer.input.shape[1:])
+    if len(shape) != 2:
+        raise ctx.unsupported(layer, f"masking an input of shape {shape} (only (steps, features))")
+    name = ctx.node_name(layer)
+    mask = ir.StepMask(
+        name=ctx.name_for(f"{name}_steps"), inputs=inputs, steps=shape[0], source=describe(layer)
+    )
+    node = ir.Reshape(name=name, inputs=inputs, shape=shape, source=describe(layer))
+    ctx.masks[node.name] = mask.name
+    return mask, node
+
+
+def cell_of(layer: Any, ctx: Context) -> str:
+    kind = type(layer).__name__
+    if kind not in CELLS:
+        raise ctx.unsupported(layer, f"a {kind} inside Bidirectional")
+    if kind == "GRU" and not layer.get_config().get("reset_after", True):
+        return "gru_v1"
+    return CELLS[kind]
+
+
+def check_options(layer: Any, ctx: Context) -> None:
+    config = layer.get_config()
+    for option in ("return_state", "stateful", "time_major"):
+        if config.get(option, False):
+            raise ctx.unsupported(layer, f"{option}=True")
+
+
+def recurrent(layer: Any, name: str, sequence: str, steps: int, ctx: Context, owner: Any) -> ir.Recurrent:
+    """The `Recurrent` node of one Keras RNN layer (or one direction of a Bidirectional `owner`)."""
+    check_options(layer, ctx)
+    cell = layer.cell
+    mask = ctx.masks.get(sequence)
+    use_bias = layer.get_config().get("use_bias", True)
+    recurrent_activation = "sigmoid"
+    if "recurrent_activation" in layer.get_config():
+        recurrent_activation = activation_name(layer, ctx, "recurrent_activation")
+    return ir.Recurrent(
+        name=name,
+        inputs=(sequence,) if mask is None else (sequence, mask),
+        cell=cell_of(layer, ctx),
+        kernel=ir.Weights(np.asarray(cell.kernel.numpy())),
+        recurrent_kernel=ir.Weights(np.asarray(cell.recurrent_kernel.numpy())),
+        bias=ir.Weights(np.asarray(cell.bias.numpy())) if use_bias else None,
+        activation=activation_name(layer, ctx),
+        recurrent_activation=recurrent_activation,
+        steps=steps,
+        go_backwards=bool(layer.get_config().get("go_backwards", False)),
+        return_sequences=bool(layer.get_config().get("return_sequences", False)),
+        zero_masked=bool(getattr(layer, "zero_output_for_mask", False)),
+        source=describe(owner),
+    )
+
+
+def sequence_steps(layer: Any, ctx: Context) -> int:
+    tensor = layer.input[0] if isinstance(layer.input, list) else layer.input  # [input, mask]
+    if len(tensor.shape) != 3:
+        raise ctx.unsupported(layer, f"input of rank {len(tensor.shape)} (only (steps, features))")
+    if tensor.shape[1] is None:
+        raise ctx.unsupported(layer, "a sequence of variable length")
+    return int(tensor.shape[1])
+
+
+@converts("GRU", "LSTM", "SimpleRNN", produces="Scan")
+def _rnn(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    node = recurrent(layer, ctx.node_name(layer), inputs[0], sequence_steps(layer, ctx), ctx, layer)
+    if node.return_sequences and node.inputs[1:]:
+        ctx.masks[node.name] = node.inputs[1]  # the mask flows on with the sequence
+    return node
+
+
+def step_permutation(steps: int, width: int, parts: tuple[int, ...] = ()) -> np.ndarray:
+    """Gather indices: with `parts`, interleave whole sequences laid one after the other (concatenation
+    over the feature axis); without, reverse the order of the steps."""
+    if not parts:
+        return np.array([(steps - 1 - t) * width + u for t in range(steps) for u in range(width)])
+    offsets = np.cumsum((0, *(steps * p for p in parts)))
+    return np.array([offsets[k] + t * p + u for t in range(steps) for k, p in enumerate(parts) for u in range(p)])
+
+
+@converts("Bidirectional", produces="Scan")
+def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """Two scans, the backward one's sequence put back in time order, merged as `merge_mode` says."""
+    mode = layer.merge_mode
+    if mode not in MERGES:
+        raise ctx.unsupported(layer, f"merge_mode={mode!r} (supported: {', '.join(MERGES)})")
+    name, steps = ctx.node_name(layer), sequence_steps(layer, ctx)
+    forward = recurrent(layer.forward_layer, ctx.name_for(f"{name}_fw"), inputs[0], steps, ctx, layer)
+    backward = recurrent(layer.backward_layer, ctx.name_for(f"{name}_bw"), inputs[0], steps, ctx, layer)
+    nodes: list[ir.Node] = [forward, backward]
+    units, sequences = forward.units, forward.return_sequences
+    if sequences:
+        indices = ir.Weights(step_permutation(steps, backward.units))
+        nodes.append(ir.Gather(name=ctx.name_for(f"{name}_bw_in_order"), inputs=(backward.name,), indices=indices))
+        if forward.inputs[1:]:
+            ctx.masks[name] = forward.inputs[1]
+    parts = (forward.name, nodes[-1].name)
+    nodes.extend(merge(mode, name, parts, steps if sequences else 1, units, backward.units, ctx, layer))
+    return tuple(nodes)
+
+
+def merge(
+    mode: str, name: str, parts: tuple[str, str], steps: int, units: int, back: int, ctx: Context, layer: Any
+) -> list[ir.Node]:
+    source = describe(layer)
+    if mode == "concat":
+        if steps == 1:
+            return [ir.Concatenate(name=name, inputs=parts, source=source)]
+        joined = ir.Concatenate(name=ctx.name_for(f"{name}_joined"), inputs=parts, source=source)
+        order = ir.Weights(step_permutation(steps, 0, (units, back)))
+        return [joined, ir.Gather(name=name, inputs=(joined.name,), indices=order, source=source)]
+    if mode != "ave":
+        return [ir.Binary(name=name, inputs=parts, op=MERGES[mode], source=source)]
+    if steps != 1:
+        raise ctx.unsupported(layer, "merge_mode='ave' with return_sequences=True")
+    total = ir.Binary(name=ctx.name_for(f"{name}_sum"), inputs=parts, op="add", source=source)
+    half = ir.Weights(np.eye(units) * 0.5)
+    return [total, ir.Dense(name=name, inputs=(total.name,), kernel=half, source=source)]

@@ -1,0 +1,134 @@
+"""The recurrent model zoo, written the way users write Keras models: seeded weights, then a few training
+steps with `model.fit`. Sequences are 7 steps × 3 features (small, so every target scores 200 rows fast);
+`rows` zero-pads them after varied lengths, as masked inputs arrive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import keras
+import numpy as np
+
+from tests.models import _seeded
+
+STEPS, FEATURES, CLASSES = 7, 3, 3
+layers = keras.layers
+
+
+def trained(model: keras.Model, seed: int) -> keras.Model:
+    """Seeded weights, then two optimizer steps on random data (weights no longer symmetric or round)."""
+    _seeded(model, seed)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
+    generator = np.random.default_rng(seed)
+    x = [generator.random((32, *tuple(i.shape[1:])), dtype=np.float32) for i in model.inputs]
+    y = np.eye(CLASSES, dtype=np.float32)[generator.integers(0, CLASSES, 32)]
+    model.fit(x if len(x) > 1 else x[0], y, batch_size=16, epochs=1, verbose=0)
+    return model
+
+
+def sequence_model(*recurrent: keras.layers.Layer, masked: bool = False) -> keras.Model:
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    value = layers.Masking(0.0, name="mask")(sequence) if masked else sequence
+    for layer in recurrent:
+        value = layer(value)
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(value))
+
+
+def gru() -> keras.Model:
+    return sequence_model(layers.GRU(5, name="gru"))
+
+
+def gru_reset_before() -> keras.Model:
+    return sequence_model(layers.GRU(5, reset_after=False, name="gru"))
+
+
+def lstm() -> keras.Model:
+    return sequence_model(layers.LSTM(4, name="lstm"), masked=True)
+
+
+def simple_rnn() -> keras.Model:
+    return sequence_model(layers.SimpleRNN(6, activation="relu", name="rnn"))
+
+
+def bidirectional_concat() -> keras.Model:
+    return sequence_model(layers.Bidirectional(layers.LSTM(3), name="bi"), masked=True)
+
+
+def bidirectional_sum() -> keras.Model:
+    return sequence_model(layers.Bidirectional(layers.GRU(4), merge_mode="sum", name="bi"))
+
+
+def stacked() -> keras.Model:
+    """Two GRUs and a backwards SimpleRNN over a masked sequence: the mask flows through all three."""
+    return sequence_model(
+        layers.GRU(4, return_sequences=True, name="first"),
+        layers.Bidirectional(layers.GRU(3, return_sequences=True), name="middle"),
+        layers.SimpleRNN(3, go_backwards=True, name="last"),
+        masked=True,
+    )
+
+
+def masked_with_second_input() -> keras.Model:
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    extra = keras.Input((4,), name="extra")
+    state = layers.GRU(5, name="gru")(layers.Masking(0.0, name="mask")(sequence))
+    joined = layers.Concatenate(name="joined")([state, extra])
+    hidden = layers.Dense(6, activation="relu", name="hidden")(joined)
+    return keras.Model([sequence, extra], layers.Dense(CLASSES, activation="softmax", name="out")(hidden))
+
+
+def masked_and_unmasked() -> keras.Model:
+    """One input feeding a masked GRU and, beside it, an unmasked one: only the first skips padding."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    masked = layers.GRU(4, name="masked_gru")(layers.Masking(0.0, name="mask")(sequence))
+    plain = layers.GRU(4, name="plain_gru")(sequence)
+    joined = layers.Concatenate(name="joined")([masked, plain])
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+def shared_side_by_side() -> keras.Model:
+    """One GRU layer applied to two sequences (a shared layer), its states joined."""
+    first, second = keras.Input((STEPS, FEATURES), name="first"), keras.Input((STEPS, FEATURES), name="second")
+    shared = layers.GRU(4, name="shared")
+    joined = layers.Concatenate(name="joined")([shared(first), shared(second)])
+    return keras.Model([first, second], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+def shared_chained() -> keras.Model:
+    """One Dense layer applied twice in a chain, after an LSTM."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    shared = layers.Dense(4, activation="tanh", name="shared")
+    value = shared(shared(layers.LSTM(4, name="lstm")(sequence)))
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(value))
+
+
+ZOO: dict[str, Callable[[], keras.Model]] = {
+    "gru": gru,
+    "gru_reset_before": gru_reset_before,
+    "lstm_masked": lstm,
+    "simple_rnn": simple_rnn,
+    "bidirectional_concat": bidirectional_concat,
+    "bidirectional_sum": bidirectional_sum,
+    "stacked_masked": stacked,
+    "masked_with_second_input": masked_with_second_input,
+    "masked_and_unmasked": masked_and_unmasked,
+    "shared_side_by_side": shared_side_by_side,
+    "shared_chained": shared_chained,
+}
+
+
+def build(name: str, seed: int = 11) -> keras.Model:
+    return trained(ZOO[name](), seed)
+
+
+def rows(model: keras.Model, count: int = 200, seed: int = 5) -> list[np.ndarray]:
+    """Random inputs for every model input; sequences zero-padded after lengths 1..STEPS (and unpadded)."""
+    generator = np.random.default_rng(seed)
+    inputs = []
+    for tensor in model.inputs:
+        values = generator.random((count, *tuple(tensor.shape[1:])), dtype=np.float32)
+        if values.ndim == 3:
+            for row in range(count):
+                values[row, 1 + row % (STEPS + 1) :, :] = 0.0
+        inputs.append(values)
+    return inputs
