@@ -344,6 +344,26 @@ class Graph:
     def n_classes(self) -> int:
         return len(self.classes)
 
+    def text(self, indent: str = "") -> str:
+        """A readable listing (one line per value; weights as shapes), for golden files and debugging."""
+        lines = [f"{indent}input {spec.name} {spec.shape}" for spec in self.inputs]
+        for node in self.nodes:
+            lines.append(f"{indent}{node.name} = {node.kind}({', '.join(node.inputs)}){describe_fields(node)}")
+            if isinstance(node, Scan):
+                lines.append(node.body.text(indent + "    "))
+        lines.append(f"{indent}output {self.output}")
+        return "\n".join(lines)
+
+
+def describe_fields(node: Node) -> str:
+    parts = []
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if f.name in ("name", "inputs", "source", "body") or value is None:
+            continue
+        parts.append(f"{f.name} {value.shape}" if isinstance(value, Weights) else f"{f.name}={value!r}")
+    return " " + " ".join(parts) if parts else ""
+
 
 @dataclass(frozen=True)
 class InputErrors:

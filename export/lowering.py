@@ -72,7 +72,8 @@ class Body:
 
 
 def _arrays(node: ir.Recurrent) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    bias = node.bias.array.astype(np.float32) if node.bias is not None else None
+    """Kernel, recurrent kernel and the bias as one flat row (the GRU's two rows one after the other)."""
+    bias = node.bias.array.astype(np.float32).ravel() if node.bias is not None else None
     return node.kernel.array, node.recurrent_kernel.array, bias
 
 

@@ -94,7 +94,7 @@ def convolution_chunks(node: ir.Node) -> Iterator[StoredChunk]:
 
 def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
     """Every row the package reads, kernels split into chunks of at most MAX_ARRAY_LEN values."""
-    for node in graph.nodes:
+    for node in graph.all_nodes():
         yield from convolution_chunks(node)
         if isinstance(node, ir.Dense):
             yield from kernel_chunks(node)
@@ -183,8 +183,39 @@ class OracleGenerator:
             yield f"place({y}, {part}, {offset});"
             offset += self.graph.size_of(name)
 
-    def statements(self) -> Iterator[str]:
-        for node in self.graph.nodes:
+    def emit_Slice(self, node: ir.Slice, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := slice({x}, {node.start + 1}, {node.stop - node.start});"
+
+    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := elementwise({a}, {b}, {literal(node.op)});"
+
+    def emit_StepMask(self, node: ir.StepMask, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := step_mask({x}, {node.steps});"
+
+    def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> Iterator[str]:
+        """A FOR loop over the steps running the body's statements (see ir.Scan); one statement per line,
+        in the regular forms the test interpreter reads."""
+        y, state, size = self.var(node.name), self.var(node.state_input), node.output_size
+        yield f"{state} := zeros({node.state_size});"
+        if node.sequences:
+            yield f"{y} := UTL_NLA_ARRAY_FLT();"
+        direction = "REVERSE " if node.reverse else ""
+        yield f"FOR nn_t IN {direction}0 .. {node.steps - 1} LOOP"
+        if mask is not None:
+            carry = f"append_first({y}, {'zeros(' + str(size) + ')' if node.zero_masked else state}, {size}); "
+            yield f"    IF {mask}(nn_t + 1) = 0 THEN {carry if node.sequences else ''}CONTINUE; END IF;"
+        yield f"    {self.var(node.step_input)} := step_of({x}, nn_t, {node.features});"
+        for statement in self.statements(node.body):
+            yield f"    {statement}"
+        yield f"    {state} := {self.var(node.body.output)};"
+        if node.sequences:
+            yield f"    append_first({y}, {state}, {size});"
+        yield "END LOOP;"
+        if not node.sequences:
+            yield f"{y} := slice({state}, 1, {size});"
+
+    def statements(self, graph: ir.Graph | None = None) -> Iterator[str]:
+        for node in (graph or self.graph).nodes:
             method = emitter(self, node, TARGET)
             yield from method(node, *(self.var(name) for name in node.inputs))
 
@@ -209,7 +240,9 @@ class OracleGenerator:
 
     def context(self) -> dict:
         chunks = list(stored_chunks(self.graph))
-        values = [self.var(node.name) for node in self.graph.nodes] + ["v_chunk"]
+        scan_inputs = [spec.name for spec in self.graph.all_inputs() if spec not in self.graph.inputs]
+        values = [self.var(name) for name in scan_inputs]
+        values += [self.var(node.name) for node in self.graph.all_nodes()] + ["v_chunk"]
         return {
             "name": self.name,
             "name_literal": literal(self.name),
@@ -232,7 +265,7 @@ class OracleGenerator:
 
     def elementwise(self) -> list[str]:
         """The activations of export/activations.py this graph uses: each gets a procedure."""
-        used = {getattr(node, "activation", None) for node in self.graph.nodes}
+        used = {getattr(node, "activation", None) for node in self.graph.all_nodes()}
         return [name for name in activations.FORMULAS if name in used]
 
     def render(self, template: str) -> str:

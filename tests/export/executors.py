@@ -66,6 +66,9 @@ class DuckDBExecutor:
             ]
         return np.array(rows)
 
+    def predict_inputs(self, name: str, inputs: list[np.ndarray]) -> np.ndarray:
+        return self.predict_rows(name, *inputs)
+
     def snapshot(self) -> bytes:
         return self.db.read_bytes() if self.db.exists() else b""
 
@@ -101,6 +104,16 @@ class PostgresExecutor:
         )
         return np.array([row[0] for row in rows])
 
+    def predict_inputs(self, name: str, inputs: list[np.ndarray]) -> np.ndarray:
+        """One call per row, each input a float8[] parameter (models with several inputs)."""
+        marks = ", ".join(["%s::float8[]"] * len(inputs))
+        with psycopg.connect(self.dsn) as con:
+            rows = [
+                con.execute(f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]).fetchone()[0]
+                for row in zip(*inputs, strict=True)
+            ]
+        return np.array(rows, dtype=np.float64)
+
     def snapshot(self) -> list[tuple]:
         return self.query(
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -132,3 +145,10 @@ class OracleScriptExecutor:
         interpreter = load_scripts(self.directory)
         (parameter,) = interpreter.parameters
         return np.array([interpreter.run({parameter: row}) for row in x])
+
+    def predict_inputs(self, name: str, inputs: list[np.ndarray]) -> np.ndarray:
+        """Rows of any model: the package's parameters take the inputs in order."""
+        interpreter = load_scripts(self.directory)
+        return np.array(
+            [interpreter.run(dict(zip(interpreter.parameters, row, strict=True))) for row in zip(*inputs, strict=True)]
+        )

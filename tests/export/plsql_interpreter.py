@@ -118,9 +118,35 @@ class PackageInterpreter:
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         env: dict[str, np.ndarray] = dict(self.globals)
         env.update({name: np.asarray(value, dtype=np.float32).ravel() for name, value in inputs.items()})
-        for statement in self.statements:
-            self.step(statement, env)
+        self.execute(self.statements, env)
         return env[self.output]
+
+    def execute(self, statements: list[str], env: dict) -> None:
+        """Statements in order; a `FOR nn_t IN [REVERSE] 0 .. n LOOP` block runs its body per step."""
+        index = 0
+        while index < len(statements):
+            loop = re.fullmatch(r"FOR nn_t IN (REVERSE )?0 \.\. (\d+) LOOP", statements[index])
+            if loop is None:
+                self.step(statements[index], env)
+                index += 1
+                continue
+            end = statements.index("END LOOP;", index)
+            last = int(loop[2])
+            for t in range(last, -1, -1) if loop[1] else range(last + 1):
+                env["nn_t"] = t
+                self.loop_body(statements[index + 1 : end], env)
+            index = end + 1
+
+    def loop_body(self, body: list[str], env: dict) -> None:
+        """One step; `IF mask(nn_t + 1) = 0 THEN [statement] CONTINUE; END IF;` ends it early."""
+        for statement in body:
+            skip = re.fullmatch(r"IF (\w+)\(nn_t \+ 1\) = 0 THEN (.*?)CONTINUE; END IF;", statement)
+            if skip is None:
+                self.step(statement, env)
+            elif env[skip[1]][env["nn_t"]] == 0:
+                if skip[2].strip():
+                    self.step(skip[2].strip(), env)
+                return
 
     def step(self, statement: str, env: dict[str, np.ndarray]) -> None:
         if match := re.fullmatch(r"(\w+) := zeros\((\d+)\);", statement):
@@ -173,6 +199,21 @@ class PackageInterpreter:
             env[match[1]][offset : offset + len(source)] = source
         elif match := re.fullmatch(r"activate_(\w+)\((\w+)\);", statement):
             env[match[2]] = activate(match[1], env[match[2]])
+        elif match := re.fullmatch(r"(\w+) := step_of\((\w+), nn_t, (\d+)\);", statement):
+            width, t = int(match[3]), env["nn_t"]
+            env[match[1]] = env[match[2]][t * width : (t + 1) * width].copy()
+        elif match := re.fullmatch(r"(\w+) := elementwise\((\w+), (\w+), '(add|sub|mul)'\);", statement):
+            operation = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[match[4]]
+            env[match[1]] = operation(env[match[2]], env[match[3]]).astype(np.float32)
+        elif match := re.fullmatch(r"(\w+) := step_mask\((\w+), (\d+)\);", statement):
+            steps = env[match[2]].reshape(int(match[3]), -1)
+            env[match[1]] = np.any(steps != 0, axis=1).astype(np.float32)
+        elif match := re.fullmatch(r"append_first\((\w+), (\w+|zeros\(\d+\)), (\d+)\);", statement):
+            count = int(match[3])
+            source = np.zeros(count, np.float32) if match[2].startswith("zeros(") else env[match[2]][:count]
+            env[match[1]] = np.concatenate([env[match[1]], source]).astype(np.float32)
+        elif match := re.fullmatch(r"(\w+) := UTL_NLA_ARRAY_FLT\(\);", statement):
+            env[match[1]] = np.zeros(0, np.float32)
         elif match := re.fullmatch(r"(\w+) := (\w+);", statement):
             env[match[1]] = env[match[2]].copy()
         else:

@@ -1,5 +1,5 @@
-"""Recurrent graphs: Masking + GRU + Concatenate (CERN's Inclusive Classifier), through the IR, DuckDB and the
-PostgreSQL fast path; targets without a GRU say so."""
+"""Recurrent graphs: Masking + GRU + Concatenate (CERN's Inclusive Classifier) through the IR and every target;
+masks reach only the layers Keras masks, and the parity gate catches a mask on the wrong layer."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 from export import ir, reference
 from export.errors import UnsupportedLayer
 from export.keras_frontend import to_ir
-from export.oracle.generator import CAPABILITIES as ORACLE
 from export.postgres.__main__ import main as export_postgres
-from export.postgres.generator import CAPABILITIES as POSTGRES
 from tests import models
 
 
@@ -23,15 +21,13 @@ def classifier_path(tmp_path_factory):
     )
 
 
-def test_front_end_folds_the_mask_into_the_gru():
+def test_front_end_passes_the_mask_to_the_gru_as_a_value():
     graph = to_ir(models.inclusive_classifier(), target="reference")
-    assert [node.kind for node in graph.nodes] == ["Reshape", "GRU", "Concatenate", "Dense", "Dense"]
-    gru = graph.nodes[1]
-    assert (
-        isinstance(gru, ir.GRU)
-        and gru.mask_value == 0.0
-        and (gru.steps, gru.features, gru.units) == (801, 19, 50)
-    )
+    kinds = [node.kind for node in graph.nodes]
+    assert kinds == ["StepMask", "Reshape", "Scan", "Concatenate", "Dense", "Dense"]
+    mask, _, gru = graph.nodes[:3]
+    assert isinstance(gru, ir.Scan) and gru.inputs == (graph.nodes[1].name, mask.name)
+    assert (gru.steps, gru.features, gru.output_size) == (801, 19, 50)
     assert [spec.name for spec in graph.inputs] == ["gru_input", "hlf_input"]
 
 
@@ -43,21 +39,17 @@ def test_reference_gru_matches_keras_with_masked_steps():
     assert np.abs(got - model.predict([particles, hlf], verbose=0)).max() <= 1e-5
 
 
-def test_unsupported_gru_options_are_named():
+@pytest.mark.parametrize(
+    ("option", "detail"), [({"return_state": True}, "return_state=True"), ({"stateful": True}, "stateful=True")]
+)
+def test_unsupported_recurrent_options_are_named(option, detail):
     import keras
 
-    inputs = keras.Input((5, 3), name="sequence")
-    outputs = keras.layers.GRU(4, reset_after=False, name="old_gru")(inputs)
-    with pytest.raises(UnsupportedLayer, match=r"'old_gru' \(GRU\).*reset_after=False"):
+    inputs = keras.Input((5, 3), name="sequence", batch_size=2)
+    outputs = keras.layers.GRU(4, name="odd_gru", **option)(inputs)
+    outputs = outputs[0] if isinstance(outputs, list | tuple) else outputs
+    with pytest.raises(UnsupportedLayer, match=rf"'odd_gru' \(GRU\).*{detail}"):
         to_ir(keras.Model(inputs, outputs), target="duckdb")
-
-
-@pytest.mark.parametrize("capabilities", [POSTGRES, ORACLE])
-def test_targets_without_a_gru_refuse_it(capabilities):
-    with pytest.raises(
-        UnsupportedLayer, match=rf"'gru' \(GRU\) is not supported by target '{capabilities.target}'"
-    ):
-        capabilities.check(to_ir(models.inclusive_classifier(), target=capabilities.target))
 
 
 @pytest.mark.duckdb
@@ -75,26 +67,10 @@ def test_duckdb_scores_the_inclusive_classifier(classifier_path, tmp_path):
 
 
 @pytest.mark.postgres
-def test_postgres_fast_path_scores_the_inclusive_classifier(classifier_path, postgres_dsn, capsys):
-    with psycopg.connect(postgres_dsn) as con:
-        if not con.execute(
-            "SELECT count(*) FROM pg_available_extensions WHERE name = 'plpython3u'"
-        ).fetchone()[0]:
-            pytest.skip("plpython3u is not installed (Debian: postgresql-plpython3-15 and python3-numpy)")
-    base = [
-        "--model",
-        str(classifier_path),
-        "--dsn",
-        postgres_dsn,
-        "--name",
-        "ic",
-        "--quiet",
-        "--sample-rows",
-        "10",
-    ]
-    assert export_postgres(base) == 2
-    assert "'gru' (GRU) is not supported by target 'postgres'" in capsys.readouterr().err
-    assert export_postgres([*base, "--fast-path", "plpython"]) == 0
+@pytest.mark.parametrize("options", [(), ("--fast-path", "plpython")], ids=["plpgsql", "plpython"])
+def test_postgres_scores_the_inclusive_classifier(classifier_path, postgres_dsn, options):
+    base = ["--model", str(classifier_path), "--dsn", postgres_dsn, "--name", "ic", "--quiet"]
+    assert export_postgres([*base, "--sample-rows", "10", *options]) == 0
     particles, hlf = models.padded_events(3, seed=2)
     with psycopg.connect(postgres_dsn) as con:
         rows = [
@@ -103,6 +79,17 @@ def test_postgres_fast_path_scores_the_inclusive_classifier(classifier_path, pos
         ]
     expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
     assert np.abs(np.array(rows) - expected).max() <= 1e-5
+
+
+@pytest.mark.oracle
+def test_oracle_scores_the_inclusive_classifier(classifier_path, tmp_path):
+    from tests.export.executors import OracleScriptExecutor
+
+    executor = OracleScriptExecutor(tmp_path)
+    assert executor.export(classifier_path, "ic") == 0
+    particles, hlf = models.padded_events(2, seed=3)
+    expected = models.inclusive_classifier().predict([particles, hlf], verbose=0)
+    assert np.abs(executor.predict_inputs("ic", [particles, hlf]) - expected).max() <= 1e-5
 
 
 def test_onnx_exports_the_inclusive_classifier(classifier_path, tmp_path):
@@ -150,8 +137,8 @@ def padded(rows: int, seed: int = 0) -> np.ndarray:
 def test_only_the_layers_fed_by_masking_are_masked(tmp_path):
     model = masked_and_unmasked_gru()
     graph = to_ir(model, target="reference")
-    grus = {node.name: node.mask_value for node in graph.nodes if isinstance(node, ir.GRU)}
-    assert grus == {"masked_gru": 0.0, "plain_gru": None}
+    grus = {node.name: node.masked for node in graph.nodes if isinstance(node, ir.Scan)}
+    assert grus == {"masked_gru": True, "plain_gru": False}
     x = padded(30)
     assert np.abs(reference.run(graph, x) - model.predict(x, verbose=0)).max() <= 1e-5
 
@@ -173,9 +160,11 @@ def test_the_parity_gate_catches_a_mask_applied_to_the_wrong_layer(tmp_path, mon
     export must now fail the parity check, because the sample rows hold zero-padded sequences."""
     from export import keras_frontend
 
-    def mask_on_the_input(layer, inputs, ctx):  # the bug, reproduced
-        ctx.masks[inputs[0]] = 0.0
-        return inputs[0]
+    def mask_on_the_input(layer, inputs, ctx):  # the bug, reproduced: the input itself carries the mask
+        mask = ir.StepMask(name="bug_mask", inputs=inputs, steps=6)
+        value = ir.Reshape(name="bug_value", inputs=inputs, shape=(6, 3))
+        ctx.masks[inputs[0]] = ctx.masks[value.name] = mask.name
+        return mask, value
 
     monkeypatch.setitem(keras_frontend.CONVERTERS, "Masking", mask_on_the_input)
     from tests.export.executors import DuckDBExecutor

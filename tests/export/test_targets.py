@@ -7,40 +7,8 @@ import numpy as np
 import pytest
 
 from tests import models
-from tests.export.executors import (
-    DuckDBExecutor,
-    OracleScriptExecutor,
-    PlPythonExecutor,
-    PostgresExecutor,
-)
-
-DATABASES = [
-    pytest.param("duckdb", marks=pytest.mark.duckdb),
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("postgres+plpython", marks=pytest.mark.postgres),
-]
-
-
-def executor(kind: str, request, tmp_path):
-    if kind == "duckdb":
-        return DuckDBExecutor(tmp_path)
-    if kind == "oracle":
-        return OracleScriptExecutor(tmp_path)
-    executor_class = PlPythonExecutor if kind == "postgres+plpython" else PostgresExecutor
-    return executor_class(request.getfixturevalue("postgres_dsn"))
-
-
-@pytest.fixture(params=DATABASES)
-def target(request, tmp_path):
-    """Every target with a real database here: the whole grid runs on each."""
-    return executor(request.param, request, tmp_path)
-
-
-@pytest.fixture(params=[*DATABASES, pytest.param("oracle", marks=pytest.mark.oracle)])
-def scorer(request, tmp_path):
-    """Every target, Oracle included through the independent numpy BLAS interpreter: parity only."""
-    return executor(request.param, request, tmp_path)
-
+from tests.export.conftest import executor
+from tests.export.executors import OracleScriptExecutor
 
 def assert_parity(scorer, name: str, model, x: np.ndarray) -> None:
     """The target's probabilities within float32 parity of Keras (see export/parity.py), same classes."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from export import ir
+from export.lowering import lower
 
 GOLDEN_DIR = Path(__file__).parent
 
@@ -48,14 +49,15 @@ def check_golden(text: str, filename: str) -> None:
 def tiny_recurrent_graph() -> ir.Graph:
     """A (3 steps × 2 features) sequence → GRU(2) with zero-masking, joined with 1 extra input → softmax."""
     generator = np.random.default_rng(5)
-    gru = ir.GRU(
+    mask = ir.StepMask(name="mask", inputs=("sequence",), steps=3)
+    gru = ir.Recurrent(
         name="gru",
-        inputs=("sequence",),
+        inputs=("sequence", "mask"),
+        cell="gru",
         kernel=ir.Weights(generator.normal(0, 0.5, (2, 6)).round(2)),
         recurrent_kernel=ir.Weights(generator.normal(0, 0.5, (2, 6)).round(2)),
         bias=ir.Weights(generator.normal(0, 0.1, (2, 6)).round(2)),
         steps=3,
-        mask_value=0.0,
     )
     joined = ir.Concatenate(name="joined", inputs=("gru", "extra"))
     output = ir.Dense(
@@ -66,7 +68,7 @@ def tiny_recurrent_graph() -> ir.Graph:
     )
     return ir.Graph(
         inputs=(ir.TensorSpec("sequence", (3, 2)), ir.TensorSpec("extra", (1,))),
-        nodes=(gru, joined, output),
+        nodes=tuple(lower([mask, gru, joined, output])),
         output="output",
         classes=("a", "b"),
     )

@@ -1,0 +1,40 @@
+"""The recurrent zoo (tests/zoo.py) × every target: probabilities within float32 parity of Keras
+(max |Δp| ≤ 1e-5, see export/parity.py) on 200 rows, zero-padded after varied lengths, same classes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import models, zoo
+from tests.export.executors import OracleScriptExecutor
+
+
+@pytest.fixture(scope="session")
+def zoo_model(tmp_path_factory):
+    """Each zoo model built and saved once per session: name → (model, path)."""
+    built: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in built:
+            model = zoo.build(name)
+            built[name] = (model, models.save(model, tmp_path_factory.mktemp(name)))
+        return built[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", list(zoo.ZOO))
+def test_zoo_scores_like_keras_on_every_target(scorer, zoo_model, name):
+    model, path = zoo_model(name)
+    assert scorer.export(path, "zoo") == 0
+    if isinstance(scorer, OracleScriptExecutor):  # the package parses as PL/SQL, loops and all
+        import parseora
+
+        package = (scorer.directory / "03_package_v1.sql").read_text()
+        assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
+    x = zoo.rows(model)
+    expected = model.predict(x if len(x) > 1 else x[0], verbose=0)
+    actual = scorer.predict_inputs("zoo", x)
+    assert np.abs(actual - expected).max() <= 1e-5
+    assert (actual.argmax(1) == expected.argmax(1)).all()
