@@ -16,7 +16,7 @@ from export import ir
 from export.keras_frontend import Context, activation_name, converts, describe
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
-MERGES = {"concat": None, "sum": "add", "mul": "mul", "ave": "add"}
+MERGES = {"concat": "", "sum": "add", "mul": "mul", "ave": "add"}  # the Binary op of each merge
 
 
 @converts("Masking", produces="StepMask")
@@ -103,7 +103,9 @@ def step_permutation(steps: int, width: int, parts: tuple[int, ...] = ()) -> np.
     if not parts:
         return np.array([(steps - 1 - t) * width + u for t in range(steps) for u in range(width)])
     offsets = np.cumsum((0, *(steps * p for p in parts)))
-    return np.array([offsets[k] + t * p + u for t in range(steps) for k, p in enumerate(parts) for u in range(p)])
+    return np.array(
+        [offsets[k] + t * p + u for t in range(steps) for k, p in enumerate(parts) for u in range(p)]
+    )
 
 
 @converts("Bidirectional", produces="Scan")
@@ -119,7 +121,9 @@ def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[i
     units, sequences = forward.units, forward.return_sequences
     if sequences:
         indices = ir.Weights(step_permutation(steps, backward.units))
-        nodes.append(ir.Gather(name=ctx.name_for(f"{name}_bw_in_order"), inputs=(backward.name,), indices=indices))
+        nodes.append(
+            ir.Gather(name=ctx.name_for(f"{name}_bw_in_order"), inputs=(backward.name,), indices=indices)
+        )
         if forward.inputs[1:]:
             ctx.masks[name] = forward.inputs[1]
     parts = (forward.name, nodes[-1].name)

@@ -296,8 +296,10 @@ class Graph:
             if spec.name == name:
                 return spec.size
         node = self.node(name)
-        if isinstance(node, Dense | Recurrent):
-            return node.units * (node.steps if getattr(node, "return_sequences", False) else 1)
+        if isinstance(node, Recurrent):
+            return node.units * (node.steps if node.return_sequences else 1)
+        if isinstance(node, Dense):
+            return node.units
         if isinstance(node, Reshape):
             return int(np.prod(node.shape))
         if isinstance(node, Concatenate):
@@ -348,7 +350,9 @@ class Graph:
         """A readable listing (one line per value; weights as shapes), for golden files and debugging."""
         lines = [f"{indent}input {spec.name} {spec.shape}" for spec in self.inputs]
         for node in self.nodes:
-            lines.append(f"{indent}{node.name} = {node.kind}({', '.join(node.inputs)}){describe_fields(node)}")
+            lines.append(
+                f"{indent}{node.name} = {node.kind}({', '.join(node.inputs)}){describe_fields(node)}"
+            )
             if isinstance(node, Scan):
                 lines.append(node.body.text(indent + "    "))
         lines.append(f"{indent}output {self.output}")

@@ -20,8 +20,8 @@ import numpy as np
 
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
-from export.names import SQL_KEYWORDS
 from export.lowering import lower
+from export.names import SQL_KEYWORDS
 from export.passes import fold_linear_chains
 
 # A converter returns an IR node (or several, the last one being the layer's value), or the name of an

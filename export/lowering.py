@@ -40,7 +40,9 @@ class Body:
     def name(self, role: str) -> str:
         return f"{self.prefix}_{role}"
 
-    def dense(self, role: str, x: str, kernel: np.ndarray, bias: np.ndarray | None, act: str = "linear") -> str:
+    def dense(
+        self, role: str, x: str, kernel: np.ndarray, bias: np.ndarray | None, act: str = "linear"
+    ) -> str:
         weights = ir.Weights(bias) if bias is not None else None
         return self.add(
             ir.Dense(
@@ -114,19 +116,24 @@ def _gru_update(body: Body, node: ir.Recurrent, z_in: str, candidate_in: str) ->
 
 
 def gru_cell(node: ir.Recurrent) -> tuple[ir.Graph, int]:
-    """reset_after=True: [z, r] from one product over [x, h] (both bias rows summed);
-    ĥ = act(x·W_h + b_h + r·(h·U_h + b'_h))."""
-    units = node.units
+    """reset_after=True: one product over [x, h] gives [z, r] (both bias rows summed), x·W_h + b_h and
+    h·U_h + b'_h side by side; ĥ = act(x·W_h + b_h + r·(h·U_h + b'_h))."""
+    units, features = node.units, node.features
     body = Body(node, units)
     kernel, recurrent, bias = _arrays(node)
     bias = np.zeros((2, 3 * units), np.float32) if bias is None else bias.reshape(2, 3 * units)
-    gates = np.vstack([kernel[:, : 2 * units], recurrent[:, : 2 * units]])
-    zr = body.dense("zr", body.concat("xh", body.x, body.state), gates, bias[0, : 2 * units] + bias[1, : 2 * units])
-    r = body.activate("r", body.slice("rz", zr, units, 2 * units), node.recurrent_activation)
-    x_h = body.dense("xc", body.x, kernel[:, 2 * units :], bias[0, 2 * units :])
-    h_h = body.dense("hc", body.state, recurrent[:, 2 * units :], bias[1, 2 * units :])
+    stacked = np.zeros((features + units, 4 * units), np.float32)
+    stacked[:features, : 3 * units] = kernel  # [z, r, candidate] from x
+    stacked[features:, : 2 * units] = recurrent[:, : 2 * units]  # [z, r] from h
+    stacked[features:, 3 * units :] = recurrent[:, 2 * units :]  # candidate from h, kept apart
+    joined_bias = np.concatenate(
+        [bias[0, : 2 * units] + bias[1, : 2 * units], bias[0, 2 * units :], bias[1, 2 * units :]]
+    )
+    z_all = body.dense("zrh", body.concat("xh", body.x, body.state), stacked, joined_bias)
+    r = body.activate("r", body.slice("rz", z_all, units, 2 * units), node.recurrent_activation)
+    x_h, h_h = body.slice("xc", z_all, 2 * units, 3 * units), body.slice("hc", z_all, 3 * units, 4 * units)
     candidate = body.binary("cs", "add", x_h, body.binary("rh", "mul", r, h_h))
-    return body.graph(_gru_update(body, node, body.slice("zz", zr, 0, units), candidate)), units
+    return body.graph(_gru_update(body, node, body.slice("zz", z_all, 0, units), candidate)), units
 
 
 def gru_v1_cell(node: ir.Recurrent) -> tuple[ir.Graph, int]:

@@ -88,7 +88,10 @@ def masked_and_unmasked() -> keras.Model:
 
 def shared_side_by_side() -> keras.Model:
     """One GRU layer applied to two sequences (a shared layer), its states joined."""
-    first, second = keras.Input((STEPS, FEATURES), name="first"), keras.Input((STEPS, FEATURES), name="second")
+    first, second = (
+        keras.Input((STEPS, FEATURES), name="first"),
+        keras.Input((STEPS, FEATURES), name="second"),
+    )
     shared = layers.GRU(4, name="shared")
     joined = layers.Concatenate(name="joined")([shared(first), shared(second)])
     return keras.Model([first, second], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
@@ -122,13 +125,14 @@ def build(name: str, seed: int = 11) -> keras.Model:
 
 
 def rows(model: keras.Model, count: int = 200, seed: int = 5) -> list[np.ndarray]:
-    """Random inputs for every model input; sequences zero-padded after lengths 1..STEPS (and unpadded)."""
+    """Random inputs for every model input; sequences zero-padded after lengths 0..STEPS (all steps
+    masked, some, none)."""
     generator = np.random.default_rng(seed)
     inputs = []
     for tensor in model.inputs:
         values = generator.random((count, *tuple(tensor.shape[1:])), dtype=np.float32)
         if values.ndim == 3:
             for row in range(count):
-                values[row, 1 + row % (STEPS + 1) :, :] = 0.0
+                values[row, row % (STEPS + 1) :, :] = 0.0
         inputs.append(values)
     return inputs

@@ -8,27 +8,21 @@ lambda bodies, so the params list is the outermost lambda's input and everything
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from export import activations, ir
+from export import ir
+from export.duckdb import fusion
+from export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
 from export.sqlformat import wrap
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "duckdb"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
-PARAMS = "_nn_p"
-
-BINARY = {"add": "+", "sub": "-", "mul": "*"}
-SCALAR_ACTIVATIONS = {
-    "linear": "{z}",
-    "relu": "greatest({z}, 0.0)",
-    "sigmoid": "1.0 / (1.0 + exp(-({z})))",
-    "tanh": "tanh({z})",
-}
+PARAMS = "_nn_p"  # the first binding: the weights
 
 
 def value_ref(name: str) -> str:
@@ -48,10 +42,17 @@ def softmax(vector: str) -> str:
     )
 
 
-def scalar_activation(activation: str, z: str) -> str:
-    if activation in SCALAR_ACTIVATIONS:
-        return SCALAR_ACTIVATIONS[activation].format(z=z)
-    return activations.formula(activation, "sql", z)
+def zeros(size: int) -> str:
+    return f"list_transform(range({size}), lambda _nn_i: 0.0::DOUBLE)"
+
+
+def resolve(graph: ir.Graph, name: str, refs: dict[str, str]) -> str:
+    """The SQL of a bound value, through Reshape aliases (a reshape of a flat list is the list itself)."""
+    while name not in refs:
+        node = graph.node(name)
+        assert isinstance(node, ir.Reshape), f"{name} is neither bound nor an alias"
+        name = node.inputs[0]
+    return refs[name]
 
 
 def apply_activation(vector_expr: str, activation: str) -> str:
@@ -69,6 +70,7 @@ class DuckDBGenerator:
         self.graph = graph
         self.name = name
         self.version = version
+        self.params_ref = PARAMS  # where the weights are read: a scan binds its own around its loop
 
     # -- weights ------------------------------------------------------------------------------
     def tensor_filter(self, alias: str, tensor: str) -> str:
@@ -118,63 +120,108 @@ class DuckDBGenerator:
         """The four cheap activations are fused into each unit; the others (which name their input more
         than once) are applied to the finished vector, so no dot product is computed twice."""
         linear = f"list_dot_product(_nn_u.w, {x}) + _nn_u.b"
-        units = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {{}})"
+        units = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {{}})"
         if node.activation in SCALAR_ACTIVATIONS:
             return units.format(scalar_activation(node.activation, linear))
         return apply_activation(units.format(linear), node.activation)
 
-    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> str:
-        joined = parts[0]
-        for part in parts[1:]:
-            joined = f"list_concat({joined}, {part})"
-        return joined
-
-    def emit_Slice(self, node: ir.Slice, x: str) -> str:
-        return f"{x}[{node.start + 1}:{node.stop}]"
-
-    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
-        return f"list_transform({a}, lambda _nn_a, _nn_i: _nn_a {BINARY[node.op]} {b}[_nn_i])"
-
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
+        """In DuckDB a step mask is held as the sorted list of the kept steps' indices (scans are its only
+        readers), found in one pass over the row with an index lambda."""
         width = self.graph.size_of(node.inputs[0]) // node.steps
-        step = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
-        kept = f"list_bool_or(list_transform({step}, lambda _nn_e: _nn_e <> 0))"
-        return f"list_transform(range({node.steps}), lambda _nn_t: CASE WHEN {kept} THEN 1.0 ELSE 0.0 END)"
+        steps = (
+            f"list_transform({x}, lambda _nn_e, _nn_i: CASE WHEN _nn_e <> 0 THEN (_nn_i - 1) // {width} END)"
+        )
+        return f"list_sort(list_distinct(list_filter({steps}, lambda _nn_k: _nn_k IS NOT NULL)))"
 
     def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
-        """A list_reduce over the step indices; the accumulator {s: state, o: outputs, t: step} is also
-        the element type (list_reduce needs one type). Without sequences, masked steps are filtered out
-        before the loop: Keras carries the state over them, so skipping them is exact."""
-        order = f"range({node.steps - 1}, -1, -1)" if node.reverse else f"range({node.steps})"
-        if mask is not None and not node.sequences:
-            order = f"list_filter({order}, lambda _nn_t: {mask}[_nn_t + 1] > 0)"
-        features, size, empty = node.features, node.output_size, "[]::DOUBLE[]"
-        step = f"{x}[_nn_step.t * {features} + 1 : (_nn_step.t + 1) * {features}]"
-        lets = [("_nn_acc.s", value_ref(node.state_input)), (step, value_ref(node.step_input))]
-        lets += [(self.emit(body_node), value_ref(body_node.name)) for body_node in node.body.nodes]
-        new = value_ref(node.body.output)
-        outputs = f"list_concat(_nn_acc.o, {new}[1:{size}])" if node.sequences else empty
-        update = self.let(lets, f"{{s: {new}, o: {outputs}, t: _nn_step.t}}")
+        """A list_reduce over the steps (see `scan_elements`); the accumulator {s: state, o: outputs, ...}
+        has the elements' type, as list_reduce requires. Only this scan's weights are bound around the
+        loop: whatever the loop's lambda reads from outside is copied at every step."""
+        size, empty = node.output_size, "[]::DOUBLE[]"
+        refs = {node.state_input: "_nn_acc.s", node.step_input: "_nn_step.x"}
+
+        def new_accumulator(refs: dict[str, str]) -> str:
+            new = refs[node.body.output]
+            outputs = f"list_concat(_nn_acc.o, {new}[1:{size}])" if node.sequences else empty
+            return f"{{s: {new}, o: {outputs}, k: 1.0, x: {empty}}}"
+
+        outer, inner = self.params_ref, value_ref(f"{node.name}_weights")
+        self.params_ref = inner
+        update = self.let_chain(node.body, refs, new_accumulator)
+        self.params_ref = outer
         if mask is not None and node.sequences:
-            skipped = f"list_transform(range({size}), lambda _nn_i: 0.0::DOUBLE)" if node.zero_masked else f"_nn_acc.s[1:{size}]"
-            carried = f"{{s: _nn_acc.s, o: list_concat(_nn_acc.o, {skipped}), t: _nn_step.t}}"
-            update = f"CASE WHEN {mask}[_nn_step.t + 1] > 0 THEN {update} ELSE {carried} END"
-        zeros = f"list_transform(range({node.state_size}), lambda _nn_i: 0.0::DOUBLE)"
+            skipped = zeros(size) if node.zero_masked else f"_nn_acc.s[1:{size}]"
+            carried = f"{{s: _nn_acc.s, o: list_concat(_nn_acc.o, {skipped}), k: 1.0, x: {empty}}}"
+            update = f"CASE WHEN _nn_step.k > 0 THEN {update} ELSE {carried} END"
+        initial = f"{{s: {zeros(node.state_size)}, o: {empty}, k: 1.0, x: {empty}}}"
         reduced = (
-            f"list_reduce(list_transform({order}, lambda _nn_t: {{s: {empty}, o: {empty}, t: _nn_t}}), "
-            f"lambda _nn_acc, _nn_step: {update}, {{s: {zeros}, o: {empty}, t: -1}})"
+            f"list_reduce({self.scan_elements(node, x, mask)}, lambda _nn_acc, _nn_step: {update}, {initial})"
         )
-        return f"{reduced}.o" if node.sequences else f"{reduced}.s[1:{size}]"
+        weights = [f"{n.name}: {outer}.{n.name}" for n in node.body.nodes if self.has_params(n)]
+        loop = f"{reduced}.o" if node.sequences else f"{reduced}.s[1:{size}]"
+        return self.let([("{" + ", ".join(weights) + "}", inner)], loop) if weights else loop
+
+    def scan_elements(self, node: ir.Scan, x: str, kept: str | None) -> str:
+        """The steps as list elements {x: features, k: 1 kept or 0 masked} in the order they run, cut from
+        the row by strided slices zipped together: a lambda over the steps that sliced the row would
+        copy the whole row once per step. Without sequences, masked steps are left out (Keras carries the
+        state over them, so skipping them is exact): the kept steps' values are gathered first."""
+        features, empty = node.features, "[]::DOUBLE[]"
+        row, flag = x, "1.0"
+        if kept is not None and not node.sequences:
+            offsets = f"list_transform(range({features}), lambda _nn_f: _nn_t * {features} + _nn_f + 1)"
+            row = f"list_select({x}, flatten(list_transform({kept}, lambda _nn_t: {offsets})))"
+        elif kept is not None:
+            flag = f"CASE WHEN list_contains({kept}, _nn_e[1]) THEN 1.0 ELSE 0.0 END"
+        columns = ", ".join(f"_nn_c[{f + 1}:-1:{features}]" for f in range(features))
+        zipped = f"list_zip(range(len(_nn_c) // {features}), {columns})"
+        if node.reverse:
+            zipped = f"list_reverse({zipped})"
+        step = ", ".join(f"_nn_e[{f + 2}]" for f in range(features))
+        element = f"{{s: {empty}, o: {empty}, k: {flag}, x: [{step}]}}"
+        return self.let([(row, "_nn_c")], f"list_transform({zipped}, lambda _nn_e: {element})")
+
+    def has_params(self, node: ir.Node) -> bool:
+        return hasattr(self, f"params_{node.kind}")
+
+    def let_chain(
+        self, graph: ir.Graph, refs: dict[str, str], result: Callable[[dict[str, str]], str]
+    ) -> str:
+        """`result(refs)` inside one binding per dependency level of the graph's bound values (see
+        export/duckdb/fusion.py); `refs` maps the values already bound (inputs) to their SQL."""
+        refs = dict(refs)
+        elements = fusion.Elements(graph, refs)
+        bindings = []
+        for group in fusion.levels(graph, fusion.bound_values(graph, refs), set(refs)):
+            expressions = [(name, self.value_sql(graph, name, refs, elements)) for name in group]
+            if len(group) == 1:
+                variable = value_ref(group[0])
+                bindings.append((expressions[0][1], variable))
+                refs[group[0]] = variable
+                continue
+            variable = value_ref(f"{group[0]}_level")
+            bindings.append(("{" + ", ".join(f"{n}: {e}" for n, e in expressions) + "}", variable))
+            refs.update({name: f"{variable}.{name}" for name in group})
+        return self.let(bindings, result(refs))
 
     @staticmethod
     def let(bindings: list[tuple[str, str]], result: str) -> str:
         """`result` with each (expression, variable) bound in turn: list_transform([e], lambda v: ...)[1]."""
-        opened = "".join(f"list_transform([{expr}], lambda {var}: " for expr, var in bindings)
+        indent = "\n            "
+        opened = "".join(f"list_transform([{expr}], lambda {var}:{indent}" for expr, var in bindings)
         return f"{opened}{result}{')[1]' * len(bindings)}"
+
+    def value_sql(self, graph: ir.Graph, name: str, refs: dict[str, str], elements: fusion.Elements) -> str:
+        node = elements.nodes[name]
+        if fusion.fusable(node):
+            return elements.list_of(node)
+        method = emitter(self, node, TARGET)
+        return method(node, *(resolve(graph, source, refs) for source in node.inputs))
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
         """Every window's values (list_select, in C++); padding reads the 0 appended to the row."""
-        return f"list_select(list_append({x}, 0.0::DOUBLE), {PARAMS}.{node.name})"
+        return f"list_select(list_append({x}, 0.0::DOUBLE), {self.params_ref}.{node.name})"
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
         """The kernel over each window: a Dense per output position, flattened position-major."""
@@ -182,7 +229,7 @@ class DuckDBGenerator:
         linear = f"list_dot_product(_nn_u.w, {window}) + _nn_u.b"
         fused = node.activation in SCALAR_ACTIVATIONS
         unit = scalar_activation(node.activation, linear) if fused else linear
-        per_position = f"list_transform({PARAMS}.{node.name}, lambda _nn_u: {unit})"
+        per_position = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {unit})"
         values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
         return values if fused else apply_activation(values, node.activation)
 
@@ -193,28 +240,15 @@ class DuckDBGenerator:
     def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> str:
         return apply_activation(x, node.activation)
 
-    def emit_Reshape(self, node: ir.Reshape, x: str) -> str:
-        return x  # values are flat row-major lists already
-
-    def emit(self, node: ir.Node) -> str:
-        method = emitter(self, node, TARGET)
-        return method(node, *(value_ref(name) for name in node.inputs))
-
-    # -- whole macros -------------------------------------------------------------------------
-    def bindings(self) -> Iterator[tuple[str, str]]:
-        """(list expression, lambda variable) pairs: params, inputs, then one per node."""
-        yield f"{self.name}.params()", PARAMS
-        for spec in self.graph.inputs:
-            yield f"[{spec.name}::DOUBLE[]]", value_ref(spec.name)
-        for node in self.graph.nodes:
-            yield f"[{self.emit(node)}]", value_ref(node.name)
-
     def body(self) -> str:
-        """Nested let-bindings, one per line: list_transform([value], lambda name: ...)[1]."""
-        indent = "\n            "
-        bound = list(self.bindings())
-        lets = "".join(f"{indent}list_transform({expr}, lambda {var}:" for expr, var in bound)
-        return f"({lets}{indent}{value_ref(self.graph.output)}{indent}{')[1]' * len(bound)})"
+        """The weights, then each input, then the graph's values level by level. The inputs are bound
+        apart from the weights: a Dense's lambda over its units copies what it reads at every unit."""
+        inputs = [(f"{spec.name}::DOUBLE[]", value_ref(spec.name)) for spec in self.graph.inputs]
+        refs = {spec.name: value_ref(spec.name) for spec in self.graph.inputs}
+        chain = self.let(inputs, self.let_chain(self.graph, refs, lambda refs: refs[self.graph.output]))
+        # params() is a one-element list: iterating it binds the weights once per query (indexing it
+        # with [1] would run the subquery again for every row)
+        return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {chain})[1])"
 
     def checks(self) -> Iterator[str]:
         for spec in self.graph.inputs:
@@ -250,4 +284,6 @@ class DuckDBGenerator:
         return wrap(text)
 
 
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(DuckDBGenerator)))
+CAPABILITIES = register(
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(DuckDBGenerator) | set(fusion.FUSED_KINDS))
+)

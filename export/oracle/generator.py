@@ -202,7 +202,9 @@ class OracleGenerator:
         direction = "REVERSE " if node.reverse else ""
         yield f"FOR nn_t IN {direction}0 .. {node.steps - 1} LOOP"
         if mask is not None:
-            carry = f"append_first({y}, {'zeros(' + str(size) + ')' if node.zero_masked else state}, {size}); "
+            carry = (
+                f"append_first({y}, {'zeros(' + str(size) + ')' if node.zero_masked else state}, {size}); "
+            )
             yield f"    IF {mask}(nn_t + 1) = 0 THEN {carry if node.sequences else ''}CONTINUE; END IF;"
         yield f"    {self.var(node.step_input)} := step_of({x}, nn_t, {node.features});"
         for statement in self.statements(node.body):

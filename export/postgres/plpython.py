@@ -80,7 +80,11 @@ class PlPythonGenerator:
         inner = []
         if mask is not None:
             skipped = f"np.zeros({size})" if node.zero_masked else f"{state}[:{size}]"
-            inner += [f"if not {mask}[_t]:", f"    {outputs}.append({skipped})" if node.sequences else "", "    continue"]
+            inner += [
+                f"if not {mask}[_t]:",
+                f"    {outputs}.append({skipped})" if node.sequences else "",
+                "    continue",
+            ]
         inner.append(f"{self.var(node.step_input)} = {x}[_t * {node.features}:(_t + 1) * {node.features}]")
         inner += self.statements(node.body)
         inner.append(f"{state} = {self.var(node.body.output)}")
@@ -124,7 +128,9 @@ class PlPythonGenerator:
             )
 
     def statements(self, graph: ir.Graph) -> list[str]:
-        return [emitter(self, node, TARGET)(node, *(self.var(n) for n in node.inputs)) for node in graph.nodes]
+        return [
+            emitter(self, node, TARGET)(node, *(self.var(n) for n in node.inputs)) for node in graph.nodes
+        ]
 
     def body(self) -> str:
         lines = [PRELUDE.format(name=self.name, version=self.version), *self.checks()]

@@ -109,7 +109,9 @@ class PostgresExecutor:
         marks = ", ".join(["%s::float8[]"] * len(inputs))
         with psycopg.connect(self.dsn) as con:
             rows = [
-                con.execute(f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]).fetchone()[0]
+                con.execute(
+                    f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]
+                ).fetchone()[0]
                 for row in zip(*inputs, strict=True)
             ]
         return np.array(rows, dtype=np.float64)
@@ -150,5 +152,8 @@ class OracleScriptExecutor:
         """Rows of any model: the package's parameters take the inputs in order."""
         interpreter = load_scripts(self.directory)
         return np.array(
-            [interpreter.run(dict(zip(interpreter.parameters, row, strict=True))) for row in zip(*inputs, strict=True)]
+            [
+                interpreter.run(dict(zip(interpreter.parameters, row, strict=True)))
+                for row in zip(*inputs, strict=True)
+            ]
         )

@@ -93,6 +93,13 @@ def read_tensors(script: str) -> dict[tuple[str, int], np.ndarray]:
     return {key: np.array(values, dtype=np.float32) for key, values in tensors.items()}
 
 
+def found(pattern: str, text: str) -> str:
+    """The first group of the pattern's match in text (the package must contain it)."""
+    match = re.search(pattern, text)
+    assert match is not None, f"the package has no {pattern!r}"
+    return match[1]
+
+
 def parse_arguments(text: str) -> dict[str, str]:
     return {name: value.strip() for name, value in re.findall(r"(\w+) => ([^,]+)", text)}
 
@@ -109,10 +116,11 @@ class PackageInterpreter:
         self.globals = {variable: tensors[(tensor, int(chunk))] for tensor, chunk, variable in loads}
         body = package_text.split("-- begin network", 1)[1].split("-- end network", 1)[0]
         self.statements = [line.strip() for line in body.strip().splitlines() if line.strip()]
-        self.output = re.search(r"-- end network\s+RETURN (\w+);", package_text)[1]
-        signature = re.search(r"FUNCTION predict_proba\((.*?)\) RETURN", package_text)[1]
+        self.output = found(r"-- end network\s+RETURN (\w+);", package_text)
+        signature = found(r"FUNCTION predict_proba\((.*?)\) RETURN", package_text)
         self.parameters = re.findall(r"(\w+) IN UTL_NLA_ARRAY_FLT", signature)
         self.gemv_calls: list[dict[str, str]] = []
+        self.steps_run = self.steps_skipped = 0  # loop bodies run to the end, and ended by a mask
         self.gemm_calls: list[dict[str, str]] = []
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -146,7 +154,9 @@ class PackageInterpreter:
             elif env[skip[1]][env["nn_t"]] == 0:
                 if skip[2].strip():
                     self.step(skip[2].strip(), env)
+                self.steps_skipped += 1
                 return
+        self.steps_run += 1
 
     def step(self, statement: str, env: dict[str, np.ndarray]) -> None:
         if match := re.fullmatch(r"(\w+) := zeros\((\d+)\);", statement):
@@ -175,16 +185,19 @@ class PackageInterpreter:
             args = parse_arguments(match[1])
             self.gemm_calls.append(args)
             env[args["c"]] = blas_gemm(
-                *(args[key].strip("'") for key in ("transa", "transb")),
-                *(int(args[key]) for key in ("m", "n", "k")),
-                literal_number(args["alpha"]),
-                env[args["a"]],
-                int(args["lda"]),
-                env[args["b"]],
-                int(args["ldb"]),
-                literal_number(args["beta"]),
-                env[args["c"]],
-                int(args["ldc"]),
+                transa=args["transa"].strip("'"),
+                transb=args["transb"].strip("'"),
+                m=int(args["m"]),
+                n=int(args["n"]),
+                k=int(args["k"]),
+                alpha=literal_number(args["alpha"]),
+                a=env[args["a"]],
+                lda=int(args["lda"]),
+                b=env[args["b"]],
+                ldb=int(args["ldb"]),
+                beta=literal_number(args["beta"]),
+                c=env[args["c"]],
+                ldc=int(args["ldc"]),
                 pack=args.get("pack", "'C'").strip("'"),
             )
         elif match := re.fullmatch(r"(\w+) := gather\((\w+), (\w+)\);", statement):

@@ -13,7 +13,9 @@ from tests import zoo
 from tests.golden.graphs import check_golden
 
 
-def recurrent(cell: str, units: int = 2, features: int = 2, gates: int = 3, bias_rows: int = 2) -> ir.Recurrent:
+def recurrent(
+    cell: str, units: int = 2, features: int = 2, gates: int = 3, bias_rows: int = 2
+) -> ir.Recurrent:
     generator = np.random.default_rng(3)
     return ir.Recurrent(
         name=cell,
@@ -31,7 +33,9 @@ def recurrent(cell: str, units: int = 2, features: int = 2, gates: int = 3, bias
     [(recurrent("gru"), "lowered_gru.txt"), (recurrent("lstm", gates=4, bias_rows=1), "lowered_lstm.txt")],
 )
 def test_lowered_ir_golden_text(node, golden):
-    graph = ir.Graph(inputs=(ir.TensorSpec("sequence", (4, 2)),), nodes=tuple(lowering.lower([node])), output=node.name)
+    graph = ir.Graph(
+        inputs=(ir.TensorSpec("sequence", (4, 2)),), nodes=tuple(lowering.lower([node])), output=node.name
+    )
     check_golden(graph.text() + "\n", golden)
 
 

@@ -1,5 +1,5 @@
-"""Recurrent graphs: Masking + GRU + Concatenate (CERN's Inclusive Classifier) through the IR and every target;
-masks reach only the layers Keras masks, and the parity gate catches a mask on the wrong layer."""
+"""Recurrent graphs: Masking + GRU + Concatenate (CERN's Inclusive Classifier) through the IR and every
+target; masks reach only the layers Keras masks, and the parity gate catches a mask on the wrong layer."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def test_reference_gru_matches_keras_with_masked_steps():
 
 
 @pytest.mark.parametrize(
-    ("option", "detail"), [({"return_state": True}, "return_state=True"), ({"stateful": True}, "stateful=True")]
+    ("option", "detail"),
+    [({"return_state": True}, "return_state=True"), ({"stateful": True}, "stateful=True")],
 )
 def test_unsupported_recurrent_options_are_named(option, detail):
     import keras

@@ -10,6 +10,7 @@ from tests import models
 from tests.export.conftest import executor
 from tests.export.executors import OracleScriptExecutor
 
+
 def assert_parity(scorer, name: str, model, x: np.ndarray) -> None:
     """The target's probabilities within float32 parity of Keras (see export/parity.py), same classes."""
     actual, expected = scorer.predict(name, x), model.predict(x, verbose=0)

@@ -35,8 +35,7 @@ CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
                 list_position(list_transform(features, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
             )
         )
-        ELSE (
-            list_transform(tiny.params(), lambda _nn_p:
+        ELSE (list_transform(tiny.params(), lambda _nn_p:
             list_transform([features::DOUBLE[]], lambda _nn_v_features:
             list_transform([
                 list_transform(
@@ -66,8 +65,7 @@ CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
                     )[1]
                 )[1]
             ], lambda _nn_v_output:
-            _nn_v_output
-            )[1])[1])[1])[1])
+            _nn_v_output)[1])[1])[1])[1])
     END
 );
 
