@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy export train serve bench
+	$(PY) -m mypy export train serve bench imagedata
 	$(PY) -m pytest
 
 test-fast: setup
@@ -33,7 +33,7 @@ test-fast: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy export train serve bench
+	$(PY) -m mypy export train serve bench imagedata
 
 format: setup
 	$(PY) -m ruff format .

@@ -134,7 +134,7 @@ def oracle_contenders(model_path: Path, x: np.ndarray) -> dict[str, Callable[[],
 
 
 def bench_rows(rows: int) -> tuple[np.ndarray, str]:
-    from train import data
+    import imagedata as data
 
     try:
         images = data.load("fashion-mnist").x_test

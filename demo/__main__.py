@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from train import data
+import imagedata as data
 
 BUILD = Path("build/demo")
 

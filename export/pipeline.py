@@ -130,7 +130,7 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The test split of the data set the model was trained on (named in its metadata)."""
     from export.errors import ExportError
-    from train import data
+    import imagedata as data
 
     name = metadata.get("dataset")
     if not name:

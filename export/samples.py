@@ -30,7 +30,7 @@ def _dataset_rows(graph: ir.Graph, metadata: dict[str, Any], rows: int) -> Sampl
     name = metadata.get("dataset")
     if not name or len(graph.inputs) != 1:
         return None
-    from train import data
+    import imagedata as data
 
     try:
         dataset = data.load(name)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from train import data as datasets
+import imagedata as datasets
 from train.distributed import is_chief, make_strategy, train_loop
 
 DEFAULT_EPOCHS = {"mnist": 20, "fashion-mnist": 30, "digits": 150}

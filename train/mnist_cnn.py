@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from train import data as datasets
+import imagedata as datasets
 from train.distributed import make_strategy, train_loop
 
 

@@ -4,7 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from train import data, mnist
+import imagedata as data
+from train import mnist
 
 
 @pytest.mark.slow

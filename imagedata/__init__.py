@@ -1,4 +1,5 @@
-"""Image classification data sets, loaded offline where possible.
+"""Image classification data sets, loaded offline where possible: shared by training (train/), the
+exporter's parity samples and test-data tables (export/), the demo and the benchmarks.
 
 - `mnist`: Keras's `mnist.npz` (its cache, or a download), or a directory of the four IDX `.gz` files.
 - `fashion-mnist`: the same IDX format, found automatically where Debian's `dataset-fashion-mnist` puts it.
