@@ -129,8 +129,8 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
 
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The test split of the data set the model was trained on (named in its metadata)."""
-    from export.errors import ExportError
     import imagedata as data
+    from export.errors import ExportError
 
     name = metadata.get("dataset")
     if not name:
