@@ -1,4 +1,5 @@
-"""`python -m export --supported`: which layers each target compiles, read from the registries."""
+"""`python -m export --target X ...`: compile a model for target X (the same as `python -m export.X ...`);
+`python -m export --supported`: which layers each target compiles, read from the registries."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from export.keras_frontend import PRODUCES
+from export.lowering import BODY_KINDS
 from export.target import TARGETS
 
 # Target modules register their capabilities when imported.
@@ -16,6 +18,7 @@ TARGET_MODULES = (
     "export.oracle.generator",
     "export.postgres.generator",
     "export.postgres.plpython",
+    "export.onnx.capabilities",
 )
 
 
@@ -26,6 +29,8 @@ def support_matrix() -> list[tuple[str, str, dict[str, bool]]]:
     rows = []
     for layer, kind in sorted(PRODUCES.items()):
         kinds = set(kind.split("+")) - {"identity"}  # a layer lowered to several primitives needs them all
+        if "Scan" in kinds:  # and a scan, the primitives its body is made of
+            kinds |= BODY_KINDS
         support = {name: kinds <= caps.node_kinds for name, caps in TARGETS.items()}
         rows.append((layer, kind, support))
     return rows
@@ -55,19 +60,36 @@ def update_readme(path: Path) -> None:
     path.write_text(f"{head}{start}{markdown_table()}\n{end}{tail}")
 
 
+# The command-line entry of each target: `python -m export --target X` runs it with the other arguments.
+ENTRY_POINTS = {
+    "duckdb": "export.duckdb.__main__",
+    "postgres": "export.postgres.__main__",
+    "oracle": "export.oracle.__main__",
+    "onnx": "export.onnx.__main__",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m export",
-        description="The model compiler. Targets: python -m export.duckdb | export.postgres | "
-        "export.oracle | export.onnx (each has --help).",
+        description="The model compiler: python -m export --target {duckdb,postgres,oracle,onnx} ... "
+        "(`--target X --help` lists that target's options; python -m export.X is the same command).",
+        add_help=False,  # with --target, --help is the target's
     )
+    parser.add_argument("-h", "--help", action="store_true", help="show this help (with --target: its help)")
+    parser.add_argument("--target", choices=sorted(ENTRY_POINTS), help="compile for this target")
     parser.add_argument("--supported", action="store_true", help="print the layer support matrix (Markdown)")
     parser.add_argument("--write-readme", type=Path, metavar="README", help="update the table in README")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.target:
+        target_main = importlib.import_module(ENTRY_POINTS[args.target]).main
+        return int(target_main([*rest, "--help"] if args.help else rest))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)} (did you mean --target X {rest[0]}?)")
     if args.write_readme:
         update_readme(args.write_readme)
         return 0
-    if not args.supported:
+    if args.help or not args.supported:
         parser.print_help()
         return 0
     print(markdown_table())

@@ -19,7 +19,7 @@ CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
 MERGES = {"concat": "", "sum": "add", "mul": "mul", "ave": "add"}  # the Binary op of each merge
 
 
-@converts("Masking", produces="StepMask")
+@converts("Masking", produces="StepMask+Reshape")
 def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     """A step mask, and a value of its own (an identity Reshape) that carries it to the layers fed from
     it. Keras zeroes the masked steps, which is the identity only when the mask value is 0."""
@@ -108,7 +108,7 @@ def step_permutation(steps: int, width: int, parts: tuple[int, ...] = ()) -> np.
     )
 
 
-@converts("Bidirectional", produces="Scan")
+@converts("Bidirectional", produces="Scan+Gather+Concatenate+Binary")
 def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     """Two scans, the backward one's sequence put back in time order, merged as `merge_mode` says."""
     mode = layer.merge_mode

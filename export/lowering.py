@@ -18,6 +18,9 @@ import numpy as np
 from export import ir
 from export.errors import ExportError
 
+# The node kinds a scan's body is made of: a target that runs scans implements these too.
+BODY_KINDS = frozenset({"Dense", "Slice", "Binary", "Concatenate", "ActivationNode"})
+
 
 class Body:
     """Builds a Scan body: each method appends one primitive named `<scan>_<role>` and returns its name."""

@@ -29,7 +29,7 @@ class Capabilities:
                 f"graph with {len(graph.inputs)} inputs", self.target, f"max {self.max_inputs}"
             )
         self.check_sizes(graph)
-        for node in graph.nodes:
+        for node in graph.all_nodes():
             if node.kind not in self.node_kinds:
                 raise UnsupportedLayer(node.source or node.name, self.target, node.kind)
             activation = getattr(node, "activation", None)
@@ -45,7 +45,7 @@ class Capabilities:
                 raise UnsupportedLayer(
                     f"input '{spec.name}'", self.target, f"{spec.size} values > {self.max_array_len:,}"
                 )
-        for node in graph.nodes:
+        for node in graph.all_nodes():
             values = graph.size_of(node.name)
             if values > self.max_array_len:
                 raise UnsupportedLayer(

@@ -7,6 +7,7 @@ import pytest
 
 from tests.export.executors import (
     DuckDBExecutor,
+    OnnxExecutor,
     OracleScriptExecutor,
     PlPythonExecutor,
     PostgresExecutor,
@@ -24,6 +25,8 @@ def executor(kind: str, request, tmp_path):
         return DuckDBExecutor(tmp_path)
     if kind == "oracle":
         return OracleScriptExecutor(tmp_path)
+    if kind == "onnx":
+        return OnnxExecutor(tmp_path)
     executor_class = PlPythonExecutor if kind == "postgres+plpython" else PostgresExecutor
     return executor_class(request.getfixturevalue("postgres_dsn"))
 
@@ -37,4 +40,10 @@ def target(request, tmp_path):
 @pytest.fixture(params=[*DATABASES, pytest.param("oracle", marks=pytest.mark.oracle)])
 def scorer(request, tmp_path):
     """Every target, Oracle included through the independent numpy BLAS interpreter: parity only."""
+    return executor(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=[*DATABASES, pytest.param("oracle", marks=pytest.mark.oracle), "onnx"])
+def any_target(request, tmp_path):
+    """Every target of the product, ONNX (scored by onnxruntime) included: parity only."""
     return executor(request.param, request, tmp_path)

@@ -12,6 +12,7 @@ import numpy as np
 import psycopg
 
 from export.duckdb.__main__ import main as export_duckdb
+from export.onnx.__main__ import main as export_onnx
 from export.oracle.__main__ import main as export_oracle
 from export.postgres.__main__ import main as export_postgres
 from tests.export.plsql_interpreter import load_scripts
@@ -157,3 +158,27 @@ class OracleScriptExecutor:
                 for row in zip(*inputs, strict=True)
             ]
         )
+
+
+class OnnxExecutor:
+    """ONNX: `python -m export.onnx` into a model repository, scored by onnxruntime."""
+
+    target = "onnx"
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.repo = tmp_path / "model_repository"
+
+    def export(self, model: Path, name: str = "mnist", *extra: str) -> int:
+        args = ["--model", str(model), "--repo", str(self.repo), "--name", name, "--quiet"]
+        return export_onnx([*args, *TEST_SAMPLE_ROWS, *extra])
+
+    def predict_inputs(self, name: str, inputs: list[np.ndarray]) -> np.ndarray:
+        import onnxruntime
+
+        latest = max((p for p in (self.repo / name).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+        session = onnxruntime.InferenceSession(str(latest / "model.onnx"), providers=["CPUExecutionProvider"])
+        feeds = {i.name: x.astype(np.float32) for i, x in zip(session.get_inputs(), inputs, strict=True)}
+        return session.run(["probabilities"], feeds)[0]
+
+    def predict(self, name: str, x: np.ndarray) -> np.ndarray:
+        return self.predict_inputs(name, [x])

@@ -1,3 +1,5 @@
+import pytest
+
 from export.__main__ import main, markdown_table
 from tests.conftest import REPO
 
@@ -14,3 +16,19 @@ def test_supported_lists_every_target_and_core_layer(capsys):
     table = capsys.readouterr().out
     assert "| Dense | Dense | yes |" in table
     assert "duckdb" in table.splitlines()[0]
+
+
+def test_one_command_compiles_for_any_target(cern_mlp_path, tmp_path, capsys):
+    """`python -m export --target X` is the target's own command: the same options, help and result."""
+    from export.__main__ import main
+
+    db = tmp_path / "models.duckdb"
+    args = ["--target", "duckdb", "--model", str(cern_mlp_path), "--db", str(db), "--name", "mnist"]
+    assert main([*args, "--quiet", "--sample-rows", "20"]) == 0
+    assert "published mnist version 1" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as help_exit:
+        main(["--target", "oracle", "--help"])
+    assert help_exit.value.code == 0 and "--script-only" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--model", "m.keras"])
+    assert "did you mean --target X --model" in capsys.readouterr().err

@@ -87,6 +87,49 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         RETURN v;
     END group_max;
 
+    -- Elementwise p_a op p_b of two vectors of one size; p_op is 'add', 'sub' or 'mul'.
+    FUNCTION elementwise(p_a IN UTL_NLA_ARRAY_FLT, p_b IN UTL_NLA_ARRAY_FLT, p_op IN VARCHAR2)
+        RETURN UTL_NLA_ARRAY_FLT IS
+        v UTL_NLA_ARRAY_FLT := p_a;
+    BEGIN
+        FOR i IN 1 .. v.COUNT LOOP
+            IF p_op = 'add' THEN v(i) := p_a(i) + p_b(i);
+            ELSIF p_op = 'sub' THEN v(i) := p_a(i) - p_b(i);
+            ELSE v(i) := p_a(i) * p_b(i);
+            END IF;
+        END LOOP;
+        RETURN v;
+    END elementwise;
+
+    -- Keras's Masking(0): v(t) = 1 when some feature of step t (of p_steps equal steps) is not 0, else 0.
+    FUNCTION step_mask(p_x IN UTL_NLA_ARRAY_FLT, p_steps IN PLS_INTEGER) RETURN UTL_NLA_ARRAY_FLT IS
+        v     UTL_NLA_ARRAY_FLT := zeros(p_steps);
+        width PLS_INTEGER := TRUNC(p_x.COUNT / p_steps);
+    BEGIN
+        FOR t IN 0 .. p_steps - 1 LOOP
+            FOR i IN 1 .. width LOOP
+                IF p_x(t * width + i) <> 0 THEN v(t + 1) := 1; EXIT; END IF;
+            END LOOP;
+        END LOOP;
+        RETURN v;
+    END step_mask;
+
+    -- The p_width features of step p_step (0-based) of a sequence stored step after step.
+    FUNCTION step_of(p_x IN UTL_NLA_ARRAY_FLT, p_step IN PLS_INTEGER, p_width IN PLS_INTEGER)
+        RETURN UTL_NLA_ARRAY_FLT IS
+    BEGIN
+        RETURN slice(p_x, p_step * p_width + 1, p_width);
+    END step_of;
+
+    -- Append the first p_count values of p_source to p_target (a scan's outputs, step after step).
+    PROCEDURE append_first(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_source IN UTL_NLA_ARRAY_FLT,
+                           p_count IN PLS_INTEGER) IS
+        base PLS_INTEGER := p_target.COUNT;
+    BEGIN
+        p_target.EXTEND(p_count);
+        FOR i IN 1 .. p_count LOOP p_target(base + i) := p_source(i); END LOOP;
+    END append_first;
+
     -- Activations, in place. BINARY_DOUBLE arithmetic; exp() arguments are clamped to +-700.
     PROCEDURE activate_relu(v IN OUT NOCOPY UTL_NLA_ARRAY_FLT) IS
     BEGIN
