@@ -176,7 +176,7 @@ class Slice(Node):
     stop: int
 
 
-BINARY_OPS = ("add", "sub", "mul")
+BINARY_OPS = ("add", "sub", "mul", "max", "min")
 
 
 @dataclass(frozen=True, kw_only=True)

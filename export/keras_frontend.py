@@ -99,12 +99,17 @@ def activation_name(layer: Any, ctx: Context, key: str = "activation") -> ir.Act
     return name
 
 
-@converts("Dense", produces="Dense")
+@converts("Dense", produces="Dense+PatchDense")
 def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
-    if len(layer.input.shape) != 2:
-        raise ctx.unsupported(layer, f"Dense over a rank-{len(layer.input.shape)} input")
+    """A Dense; over a sequence (steps, features), one Dense per step: a PatchDense over the steps, which
+    passes the sequence's mask on as Keras does."""
+    rank = len(layer.input.shape)
+    if rank == 3:
+        return per_step_dense(layer, layer, inputs, ctx)
     kernel = ir.Weights(np.asarray(layer.kernel.numpy()))
     bias = ir.Weights(np.asarray(layer.bias.numpy())) if layer.use_bias else None
+    if rank != 2:
+        raise ctx.unsupported(layer, f"Dense over a rank-{rank} input")
     return ir.Dense(
         name=ctx.node_name(layer),
         inputs=inputs,
@@ -113,6 +118,43 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
         activation=activation_name(layer, ctx),
         source=describe(layer),
     )
+
+
+def input_tensor(layer: Any) -> Any:
+    """The tensor a single-input layer reads (Keras 3 lists [input, mask] for a masked call)."""
+    return layer.input[0] if isinstance(layer.input, list) else layer.input
+
+
+def per_step_dense(owner: Any, dense: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    """`dense` applied to each step of the sequence `owner` (the Dense itself, or a TimeDistributed
+    around it) reads; the sequence's mask flows on, as in Keras."""
+    activation = activation_name(dense, ctx)
+    if activation == "softmax":
+        raise ctx.unsupported(owner, "softmax over the features of each step")
+    steps = input_tensor(owner).shape[1]
+    if steps is None:
+        raise ctx.unsupported(owner, "a sequence of variable length")
+    node = ir.PatchDense(
+        name=ctx.node_name(owner),
+        inputs=inputs,
+        kernel=ir.Weights(np.asarray(dense.kernel.numpy())),
+        bias=ir.Weights(np.asarray(dense.bias.numpy())) if dense.use_bias else None,
+        activation=activation,
+        patches=int(steps),
+        source=describe(owner),
+    )
+    if inputs[0] in ctx.masks:
+        ctx.masks[node.name] = ctx.masks[inputs[0]]
+    return node
+
+
+@converts("TimeDistributed", produces="PatchDense")
+def _time_distributed(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    if type(layer.layer).__name__ != "Dense" or len(input_tensor(layer).shape) != 3:
+        raise ctx.unsupported(
+            layer, f"TimeDistributed({type(layer.layer).__name__}) (only Dense over sequences)"
+        )
+    return per_step_dense(layer, layer.layer, inputs, ctx)
 
 
 @converts("Activation", produces="ActivationNode")
@@ -323,4 +365,10 @@ def is_legacy(model: Any) -> bool:
 
 
 # Converters kept in modules of their own register on import.
-from export import frontend_convolution, frontend_normalization, frontend_recurrent  # noqa: E402, F401
+from export import (  # noqa: E402, F401
+    frontend_convolution,
+    frontend_merge,
+    frontend_normalization,
+    frontend_recurrent,
+    frontend_spatial,
+)

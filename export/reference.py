@@ -100,7 +100,7 @@ def _slice(node: ir.Slice, x: np.ndarray) -> np.ndarray:
     return x.reshape(len(x), -1)[:, node.start : node.stop]
 
 
-BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:

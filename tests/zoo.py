@@ -105,6 +105,58 @@ def shared_chained() -> keras.Model:
     return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(value))
 
 
+def conv1d_pooling() -> keras.Model:
+    """A flat row reshaped to a sequence; 1-D convolution, padding, cropping, max, average and global
+    pooling."""
+    row = keras.Input((36,), name="row")
+    x = layers.Reshape((12, 3), name="as_sequence")(row)
+    x = layers.ZeroPadding1D(1, name="pad")(x)
+    x = layers.Conv1D(4, 3, padding="same", activation="relu", name="conv_a")(x)
+    x = layers.MaxPooling1D(2, name="max_pool")(x)
+    x = layers.Cropping1D((1, 0), name="crop")(x)
+    x = layers.Conv1D(4, 2, dilation_rate=2, activation="selu", name="conv_b")(x)
+    x = layers.AveragePooling1D(2, strides=1, name="mean_pool")(x)
+    x = layers.GlobalAveragePooling1D(name="global_mean")(x)
+    return keras.Model(row, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
+def conv2d_padding_pooling() -> keras.Model:
+    image = keras.Input((8, 8, 1), name="image")
+    x = layers.ZeroPadding2D(((1, 0), (2, 1)), name="pad")(image)
+    x = layers.Conv2D(3, 3, activation="tanh", name="conv")(x)
+    x = layers.AveragePooling2D(2, name="mean_pool")(x)
+    x = layers.Cropping2D(((1, 0), (0, 1)), name="crop")(x)
+    x = layers.GlobalMaxPooling2D(name="global_max")(x)
+    return keras.Model(image, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
+def merges() -> keras.Model:
+    features = keras.Input((6,), name="features")
+    a = layers.Dense(4, activation="tanh", name="a")(features)
+    b = layers.Dense(4, activation="relu", name="b")(features)
+    c = layers.Dense(4, name="c")(features)
+    merged = [
+        layers.Add(name="add")([a, b]),
+        layers.Subtract(name="subtract")([a, c]),
+        layers.Multiply(name="multiply")([b, c]),
+        layers.Maximum(name="maximum")([a, b, c]),
+        layers.Minimum(name="minimum")([a, c]),
+        layers.Average(name="average")([a, b, c]),
+    ]
+    joined = layers.Concatenate(name="joined")(merged)
+    return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+def per_step_dense() -> keras.Model:
+    """TimeDistributed(Dense) and a Dense over a masked sequence before a GRU: the mask flows through."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    x = layers.Masking(0.0, name="mask")(sequence)
+    x = layers.TimeDistributed(layers.Dense(4, activation="relu"), name="per_step")(x)
+    x = layers.Dense(5, name="embed")(x)
+    x = layers.GRU(4, name="gru")(x)
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -117,6 +169,10 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "masked_and_unmasked": masked_and_unmasked,
     "shared_side_by_side": shared_side_by_side,
     "shared_chained": shared_chained,
+    "conv1d_pooling": conv1d_pooling,
+    "conv2d_padding_pooling": conv2d_padding_pooling,
+    "merges": merges,
+    "per_step_dense": per_step_dense,
 }
 
 

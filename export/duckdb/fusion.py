@@ -22,7 +22,13 @@ SCALAR_ACTIVATIONS = {
     "sigmoid": "1.0 / (1.0 + exp(-({z})))",
     "tanh": "tanh({z})",
 }
-BINARY = {"add": "+", "sub": "-", "mul": "*"}
+BINARY = {
+    "add": "({a} + {b})",
+    "sub": "({a} - {b})",
+    "mul": "({a} * {b})",
+    "max": "greatest({a}, {b})",
+    "min": "least({a}, {b})",
+}
 
 
 def scalar_activation(activation: str, z: str) -> str:
@@ -89,7 +95,7 @@ class Elements:
             return self.of(node.inputs[0], f"{i} + {node.start}" if node.start else i)
         if isinstance(node, ir.Binary):
             a, b = (self.of(name, i) for name in node.inputs)
-            return f"({a} {BINARY[node.op]} {b})"
+            return BINARY[node.op].format(a=a, b=b)
         if isinstance(node, ir.ActivationNode):
             return scalar_activation(node.activation, self.of(node.inputs[0], i))
         if isinstance(node, ir.Reshape):

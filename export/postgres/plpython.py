@@ -22,7 +22,13 @@ ACTIVATIONS = {
     "softmax": "_softmax({v})",
     **{name: activations.formula(name, "numpy", "{v}") for name in activations.FORMULAS},
 }
-BINARY = {"add": "+", "sub": "-", "mul": "*"}
+BINARY = {
+    "add": "{a} + {b}",
+    "sub": "{a} - {b}",
+    "mul": "{a} * {b}",
+    "max": "np.maximum({a}, {b})",
+    "min": "np.minimum({a}, {b})",
+}
 PRELUDE = """\
 import numpy as np
 
@@ -68,7 +74,7 @@ class PlPythonGenerator:
         return f"{self.var(node.name)} = {x}[{node.start}:{node.stop}]"
 
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
-        return f"{self.var(node.name)} = {a} {BINARY[node.op]} {b}"
+        return f"{self.var(node.name)} = {BINARY[node.op].format(a=a, b=b)}"
 
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         return f"{self.var(node.name)} = np.any({x}.reshape({node.steps}, -1) != 0.0, axis=1)"

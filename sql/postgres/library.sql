@@ -123,7 +123,7 @@ BEGIN
 END
 $fn$;
 
--- Elementwise a op b of two vectors of one size: op is 'add', 'sub' or 'mul'.
+-- Elementwise a op b of two vectors of one size: op is 'add', 'sub', 'mul', 'max' or 'min'.
 CREATE OR REPLACE FUNCTION nnsql.binary(a float8[], b float8[], op text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
 BEGIN
@@ -133,6 +133,10 @@ BEGIN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] - b[i]; END LOOP;
     ELSIF op = 'mul' THEN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] * b[i]; END LOOP;
+    ELSIF op = 'max' THEN
+        FOR i IN 1..cardinality(a) LOOP a[i] := greatest(a[i], b[i]); END LOOP;
+    ELSIF op = 'min' THEN
+        FOR i IN 1..cardinality(a) LOOP a[i] := least(a[i], b[i]); END LOOP;
     ELSE
         RAISE EXCEPTION 'nnsql.binary: unknown operation %', op;
     END IF;

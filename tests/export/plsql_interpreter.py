@@ -22,6 +22,15 @@ FLOAT = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)f")
 KEY = re.compile(r"model = '(\w+)' AND version = (\d+) AND tensor = '([\w.]+)' AND chunk = (\d+)")
 
 
+ELEMENTWISE_OPS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
 def blas_gemv(trans, m, n, alpha, a, lda, x, incx, beta, y, incy, pack="C"):
     a = np.asarray(a, dtype=np.float32)
     if pack == "C":
@@ -215,8 +224,8 @@ class PackageInterpreter:
         elif match := re.fullmatch(r"(\w+) := step_of\((\w+), nn_t, (\d+)\);", statement):
             width, t = int(match[3]), env["nn_t"]
             env[match[1]] = env[match[2]][t * width : (t + 1) * width].copy()
-        elif match := re.fullmatch(r"(\w+) := elementwise\((\w+), (\w+), '(add|sub|mul)'\);", statement):
-            operation = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[match[4]]
+        elif match := re.fullmatch(r"(\w+) := elementwise\((\w+), (\w+), '(\w+)'\);", statement):
+            operation = ELEMENTWISE_OPS[match[4]]
             env[match[1]] = operation(env[match[2]], env[match[3]]).astype(np.float32)
         elif match := re.fullmatch(r"(\w+) := step_mask\((\w+), (\d+)\);", statement):
             steps = env[match[2]].reshape(int(match[3]), -1)

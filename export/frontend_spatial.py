@@ -1,0 +1,168 @@
+"""More Keras layers over images and sequences, lowered to the primitives of export/frontend_convolution.py:
+Conv1D, 1-D and average pooling, global pooling, zero padding, cropping and Reshape.
+
+A sequence (steps, channels) is laid out like an image one row high, (1, steps, channels), so each 1-D
+layer is its 2-D counterpart with a window one row high. Average pooling is a Gather of each channel's
+window and a PatchDense whose kernel is 1/size: the mean, as a product the targets already run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from export import ir
+from export.frontend_convolution import window_indices
+from export.keras_frontend import Context, activation_name, converts, describe
+
+
+def spatial_shape(layer: Any, ctx: Context) -> tuple[int, int, int]:
+    """The input as (height, width, channels): a sequence is one row high."""
+    shape = tuple(layer.input.shape[1:])
+    if any(d is None for d in shape) or layer.get_config().get("data_format") == "channels_first":
+        raise ctx.unsupported(layer, f"input {shape} (only fixed-size, channels last)")
+    if len(shape) == 2:
+        return 1, int(shape[0]), int(shape[1])
+    if len(shape) == 3:
+        return int(shape[0]), int(shape[1]), int(shape[2])
+    raise ctx.unsupported(layer, f"input {shape}")
+
+
+def pair(value: Any, one_dimensional: bool) -> tuple[int, int]:
+    """A Keras size option as (rows, columns); a 1-D layer's size applies to the columns."""
+    values = tuple(value) if isinstance(value, list | tuple) else (value,)
+    return (1, int(values[0])) if one_dimensional else (int(values[0]), int(values[-1]))
+
+
+def not_masked(layer: Any, inputs: tuple[str, ...], ctx: Context) -> None:
+    if any(name in ctx.masks for name in inputs):
+        raise ctx.unsupported(layer, "a masked input")
+
+
+@converts("Conv1D", produces="Gather+PatchDense")
+def _conv1d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    config = layer.get_config()
+    not_masked(layer, inputs, ctx)
+    if config.get("groups", 1) != 1 or config["padding"] == "causal":
+        raise ctx.unsupported(layer, f"padding={config['padding']!r}, groups={config.get('groups', 1)}")
+    activation = activation_name(layer, ctx)
+    if activation == "softmax":
+        raise ctx.unsupported(layer, "softmax over the channels of each position")
+    windows = window_indices(
+        spatial_shape(layer, ctx),
+        pair(config["kernel_size"], True),
+        pair(config["strides"], True),
+        pair(config["dilation_rate"], True),
+        config["padding"],
+    )
+    name, kernel = ctx.node_name(layer), np.asarray(layer.kernel.numpy())
+    gather = ir.Gather(
+        name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)
+    )
+    dense = ir.PatchDense(
+        name=name,
+        inputs=(gather.name,),
+        kernel=ir.Weights(kernel.reshape(-1, kernel.shape[-1])),
+        bias=ir.Weights(np.asarray(layer.bias.numpy())) if config.get("use_bias", True) else None,
+        activation=activation,
+        patches=len(windows),
+        source=describe(layer),
+    )
+    return gather, dense
+
+
+def channel_windows(windows: np.ndarray, channels: int) -> np.ndarray:
+    """Per output position and channel, that channel's window: (positions·channels, window size)."""
+    return windows.reshape(len(windows), -1, channels).transpose(0, 2, 1).reshape(len(windows) * channels, -1)
+
+
+def pooled(
+    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray, mean: bool
+) -> tuple[ir.Node, ...]:
+    """Gather each channel's windows, then their max (GroupMax) or mean (PatchDense by 1/size)."""
+    not_masked(layer, inputs, ctx)
+    if (windows < 0).any():  # Keras pools over the real values only; a padded 0 would count
+        raise ctx.unsupported(layer, "'same' padding that pads (only windows inside the input)")
+    name, size = ctx.node_name(layer), windows.shape[1]
+    gather = ir.Gather(
+        name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)
+    )
+    if not mean:
+        return gather, ir.GroupMax(name=name, inputs=(gather.name,), size=size, source=describe(layer))
+    average = ir.PatchDense(
+        name=name,
+        inputs=(gather.name,),
+        kernel=ir.Weights(np.full((size, 1), 1.0 / size)),
+        patches=len(windows),
+        source=describe(layer),
+    )
+    return gather, average
+
+
+POOLS = {
+    "MaxPooling1D": False,
+    "AveragePooling1D": True,
+    "AveragePooling2D": True,
+}
+
+
+@converts(*POOLS, produces="Gather+GroupMax")
+def _pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    config, kind = layer.get_config(), type(layer).__name__
+    shape, one_d = spatial_shape(layer, ctx), kind.endswith("1D")
+    pool = pair(config["pool_size"], one_d)
+    strides = pair(config.get("strides") or config["pool_size"], one_d)
+    windows = window_indices(shape, pool, strides, (1, 1), config["padding"])
+    return pooled(layer, inputs, ctx, channel_windows(windows, shape[2]), POOLS[kind])
+
+
+@converts(
+    "GlobalMaxPooling1D",
+    "GlobalMaxPooling2D",
+    "GlobalAveragePooling1D",
+    "GlobalAveragePooling2D",
+    produces="Gather+GroupMax",
+)
+def _global_pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    height, width, channels = spatial_shape(layer, ctx)
+    every = np.arange(height * width * channels).reshape(1, -1)
+    windows = channel_windows(every, channels)
+    return pooled(layer, inputs, ctx, windows, "Average" in type(layer).__name__)
+
+
+def margins(layer: Any, one_d: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((top, bottom), (left, right)) of a ZeroPadding or Cropping layer."""
+    option = layer.get_config().get("padding", layer.get_config().get("cropping"))
+    if one_d:
+        values = tuple(option) if isinstance(option, list | tuple) else (option, option)
+        return (0, 0), (int(values[0]), int(values[1]))
+    rows, cols = option
+    return both_sides(rows), both_sides(cols)
+
+
+def both_sides(value: Any) -> tuple[int, int]:
+    return (int(value[0]), int(value[1])) if isinstance(value, list | tuple) else (int(value), int(value))
+
+
+@converts("ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D", produces="Gather")
+def _pad_or_crop(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    """A Gather of the kept or padded positions (padding reads index -1: a 0)."""
+    not_masked(layer, inputs, ctx)
+    height, width, channels = spatial_shape(layer, ctx)
+    (top, bottom), (left, right) = margins(layer, type(layer).__name__.endswith("1D"))
+    sign = 1 if type(layer).__name__.startswith("ZeroPadding") else -1
+    rows = np.arange(-sign * top, height + sign * bottom)
+    cols = np.arange(-sign * left, width + sign * right)
+    r, c, ch = rows[:, None, None], cols[None, :, None], np.arange(channels)[None, None, :]
+    inside = (r >= 0) & (r < height) & (c >= 0) & (c < width)
+    indices = np.where(inside, (r * width + c) * channels + ch, -1).ravel()
+    return ir.Gather(
+        name=ctx.node_name(layer), inputs=inputs, indices=ir.Weights(indices), source=describe(layer)
+    )
+
+
+@converts("Reshape", produces="Reshape")
+def _reshape(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    shape = tuple(int(d) for d in layer.output.shape[1:])
+    return ir.Reshape(name=ctx.node_name(layer), inputs=inputs, shape=shape, source=describe(layer))
