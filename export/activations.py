@@ -83,6 +83,38 @@ def hard_sigmoid(x: Expr) -> Expr:  # Keras 3: relu6(x + 3) / 6
     return minimum(maximum(x / 6.0 + 0.5, 0.0), 1.0)
 
 
+# erfc(z) for z ≥ 0 as t·exp(−z² + P(t)), t = 1 / (1 + z/2): the Chebyshev fit of Numerical Recipes
+# (erfcc), fractional error below 1.2e-7 everywhere; P's coefficients from the constant term up.
+ERFC_COEFFICIENTS = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+
+
+def erfc_positive(z: Expr) -> Expr:
+    """erfc(z) for z ≥ 0 (written for |u|), its exp() argument never above 0 and clamped below."""
+    t = 1.0 / (1.0 + 0.5 * z)
+    polynomial: Expr | float = ERFC_COEFFICIENTS[-1]
+    for coefficient in reversed(ERFC_COEFFICIENTS[:-1]):
+        polynomial = coefficient + t * polynomial
+    return t * exp(maximum(-(z * z) + polynomial, -CLAMP))
+
+
+def gelu(x: Expr) -> Expr:
+    """Keras's exact gelu, x·(1 + erf(x/√2))/2 = x·(1 − erfc(u)/2) for u = x/√2 ≥ 0, x·erfc(|u|)/2
+    otherwise; the error of erfc_positive moves it by at most 1.2e-7·|x|."""
+    tail = erfc_positive(call("abs", x) * 0.7071067811865476)
+    return if_positive(x, x * (1.0 - 0.5 * tail), 0.5 * x * tail)
+
+
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 FORMULAS: dict[str, Expr] = {
@@ -98,6 +130,7 @@ FORMULAS: dict[str, Expr] = {
     "relu6": minimum(maximum(X, 0.0), 6.0),
     "leaky_relu": if_positive(X, X, 0.2 * X),
     "mish": X * call("tanh", softplus(X)),
+    "gelu": gelu(X),
 }
 
 DIALECTS = {

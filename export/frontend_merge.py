@@ -1,5 +1,5 @@
 """Keras merge layers over values of one shape: Add, Subtract, Multiply, Maximum, Minimum and Average
-become chains of elementwise `Binary` nodes (Average: their sum times 1/n, a diagonal Dense)."""
+become chains of elementwise `Binary` nodes (Average: their sum times 1/n, an `Affine`)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,6 @@ def _merge(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, 
         value = step
     if kind == "Average":
         size = int(np.prod(next(iter(shapes))))
-        scale = ir.Weights(np.eye(size) / len(inputs))
-        nodes.append(ir.Dense(name=name, inputs=(value,), kernel=scale, source=source))
+        scale = ir.Weights(np.full(size, 1.0 / len(inputs)))
+        nodes.append(ir.Affine(name=name, inputs=(value,), scale=scale, source=source))
     return tuple(nodes)

@@ -19,11 +19,23 @@ KERAS_EPSILON = 1e-7  # keras.backend.epsilon(), Normalization's floor on the st
 
 def affine(
     layer: Any, inputs: tuple[str, ...], ctx: Context, scale: np.ndarray, shift: np.ndarray
-) -> ir.Dense:
-    """y = x · scale + shift, elementwise, as a Dense with a diagonal kernel."""
-    if len(layer.input.shape) != 2:
-        raise ctx.unsupported(layer, f"over a rank-{len(layer.input.shape)} input (only flat vectors)")
-    size = int(layer.input.shape[-1])
+) -> ir.Node:
+    """y = x · scale + shift over the last axis: on a flat vector a Dense with a diagonal kernel (folded
+    into its neighbours), on images and sequences an `Affine` with the per-channel values repeated for
+    every position (folded into a convolution before it, see export/passes.py)."""
+    shape = tuple(int(d) for d in layer.input.shape[1:])
+    if len(shape) > 1:
+        positions, channels = int(np.prod(shape[:-1])), shape[-1]
+        scale = np.tile(np.broadcast_to(np.asarray(scale, dtype=np.float64).ravel(), (channels,)), positions)
+        shift = np.tile(np.broadcast_to(np.asarray(shift, dtype=np.float64).ravel(), (channels,)), positions)
+        return ir.Affine(
+            name=ctx.node_name(layer),
+            inputs=inputs,
+            scale=ir.Weights(scale),
+            shift=ir.Weights(shift),
+            source=describe(layer),
+        )
+    size = shape[-1]
     scale = np.broadcast_to(np.asarray(scale, dtype=np.float64).ravel(), (size,))
     shift = np.broadcast_to(np.asarray(shift, dtype=np.float64).ravel(), (size,))
     return ir.Dense(
@@ -40,10 +52,11 @@ def numbers(value: Any) -> np.ndarray:
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.float64)
 
 
-@converts("BatchNormalization", produces="Dense")
+@converts("BatchNormalization", produces="Dense+Affine")
 def _batch_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     config = layer.get_config()
-    if config.get("axis") not in (-1, 1, [-1], [1]):
+    axis, last = config.get("axis"), len(layer.input.shape) - 1
+    if (axis[0] if isinstance(axis, list) and len(axis) == 1 else axis) not in (-1, last):
         raise ctx.unsupported(layer, f"axis {config.get('axis')} (only the last)")
     if config.get("renorm"):
         raise ctx.unsupported(layer, "renorm")
@@ -54,7 +67,7 @@ def _batch_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> i
     return affine(layer, inputs, ctx, scale, beta - numbers(layer.moving_mean) * scale)
 
 
-@converts("Normalization", produces="Dense")
+@converts("Normalization", produces="Dense+Affine")
 def _normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     mean, variance = numbers(layer.mean), numbers(layer.variance)
     deviation = np.maximum(np.sqrt(variance), KERAS_EPSILON)

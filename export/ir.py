@@ -31,6 +31,7 @@ ELEMENTWISE: tuple[str, ...] = (
     "relu6",
     "leaky_relu",
     "mish",
+    "gelu",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
 
@@ -174,6 +175,14 @@ class Slice(Node):
 
     start: int
     stop: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Affine(Node):
+    """y[i] = x[i]·scale[i] + shift[i]: constant vectors of the value's size (a normalisation, a slope)."""
+
+    scale: Weights
+    shift: Weights | None = None
 
 
 BINARY_OPS = ("add", "sub", "mul", "max", "min")

@@ -167,20 +167,6 @@ def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | 
     )
 
 
-@converts("ReLU", produces="ActivationNode")
-def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
-    config = layer.get_config()
-    if config.get("negative_slope") or config.get("threshold"):
-        raise ctx.unsupported(layer, "ReLU with negative_slope or threshold")
-    limit = config.get("max_value")
-    if limit is not None and float(limit) != 6.0:
-        raise ctx.unsupported(layer, f"ReLU with max_value={limit} (only 6: relu6)")
-    activation = "relu" if limit is None else "relu6"
-    return ir.ActivationNode(
-        name=ctx.node_name(layer), inputs=inputs, activation=activation, source=describe(layer)
-    )
-
-
 @converts("Softmax", produces="ActivationNode")
 def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     axis = layer.get_config().get("axis", -1)
@@ -366,6 +352,7 @@ def is_legacy(model: Any) -> bool:
 
 # Converters kept in modules of their own register on import.
 from export import (  # noqa: E402, F401
+    frontend_activations,
     frontend_convolution,
     frontend_merge,
     frontend_normalization,

@@ -6,6 +6,7 @@ It also backs the optional vectorised Python UDFs, which score at numpy speed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -38,6 +39,9 @@ def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
 
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
 def _hard_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.clip(x + 3.0, 0.0, 6.0) / 6.0
 
@@ -57,6 +61,7 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relu6": lambda x: np.clip(x, 0.0, 6.0),
     "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x),
     "mish": lambda x: x * np.tanh(_softplus(x)),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
 }
 
 
@@ -107,6 +112,11 @@ def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return BINARY[node.op](a.reshape(len(a), -1), b.reshape(len(b), -1))
 
 
+def _affine(node: ir.Affine, x: np.ndarray) -> np.ndarray:
+    flat = x.reshape(len(x), -1) * node.scale.array.astype(np.float64)
+    return flat if node.shift is None else flat + node.shift.array.astype(np.float64)
+
+
 def _step_mask(node: ir.StepMask, x: np.ndarray) -> np.ndarray:
     return np.any(x.reshape(len(x), node.steps, -1) != 0.0, axis=2).astype(np.float64)
 
@@ -128,6 +138,7 @@ def _scan(node: ir.Scan, x: np.ndarray, mask: np.ndarray | None = None) -> np.nd
 _KERNELS: dict[type, Callable] = {
     ir.Concatenate: _concatenate,
     ir.Slice: _slice,
+    ir.Affine: _affine,
     ir.Binary: _binary,
     ir.StepMask: _step_mask,
     ir.Scan: _scan,

@@ -18,6 +18,11 @@ layers = keras.layers
 def trained(model: keras.Model, seed: int) -> keras.Model:
     """Seeded weights, then two optimizer steps on random data (weights no longer symmetric or round)."""
     _seeded(model, seed)
+    generator = np.random.default_rng(seed)
+    for layer in model.layers:  # statistics that differ from the identity, with positive variances
+        if isinstance(layer, layers.BatchNormalization):
+            layer.moving_mean.assign(generator.normal(0, 0.5, layer.moving_mean.shape))
+            layer.moving_variance.assign(generator.uniform(0.2, 3.0, layer.moving_variance.shape))
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
     generator = np.random.default_rng(seed)
     x = [generator.random((32, *tuple(i.shape[1:])), dtype=np.float32) for i in model.inputs]
@@ -157,6 +162,28 @@ def per_step_dense() -> keras.Model:
     return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(x))
 
 
+def parameterised_activations() -> keras.Model:
+    features = keras.Input((8,), name="features")
+    x = layers.LeakyReLU(0.1, name="leaky")(layers.Dense(6, name="d1")(features))
+    x = layers.PReLU(name="prelu")(layers.Dense(6, name="d2")(x))
+    x = layers.ELU(alpha=0.5, name="elu")(layers.Dense(6, name="d3")(x))
+    x = layers.ReLU(max_value=1.5, negative_slope=0.05, name="relu")(layers.Dense(6, name="d4")(x))
+    return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
+def conv_batch_norm() -> keras.Model:
+    """BatchNormalization after a linear convolution (folded into it) and after an activation (not),
+    PReLU with slopes shared over the image."""
+    image = keras.Input((8, 8, 2), name="image")
+    x = layers.BatchNormalization(name="bn_a")(layers.Conv2D(4, 3, name="conv_a")(image))
+    x = layers.Activation("relu", name="relu_a")(x)
+    x = layers.Conv2D(3, 2, activation="relu", name="conv_b")(x)
+    x = layers.BatchNormalization(name="bn_b")(x)
+    x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
+    x = layers.GlobalAveragePooling2D(name="mean")(x)
+    return keras.Model(image, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -173,6 +200,8 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "conv2d_padding_pooling": conv2d_padding_pooling,
     "merges": merges,
     "per_step_dense": per_step_dense,
+    "parameterised_activations": parameterised_activations,
+    "conv_batch_norm": conv_batch_norm,
 }
 
 

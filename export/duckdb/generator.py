@@ -99,6 +99,17 @@ class DuckDBGenerator:
         """The convolution kernel as per-filter {w, b} structs, exactly like a Dense layer's units."""
         return self.params_Dense(node)  # type: ignore[arg-type]
 
+    def params_Affine(self, node: ir.Affine) -> str:
+        """{scale, shift} lists, zipped with the value by emit_Affine (no lambda reads them)."""
+        shift = "NULL"
+        sources, filters = ["nnsql.tensors s"], [self.tensor_filter("s", f"{node.name}.scale")]
+        if node.shift is not None:
+            sources.append("nnsql.tensors b")
+            filters.append(self.tensor_filter("b", f"{node.name}.shift"))
+            shift = "b.value"
+        where = " AND ".join(filters)
+        return f"(SELECT {{scale: s.value, shift: {shift}}} FROM {', '.join(sources)} WHERE {where})"
+
     def params_Gather(self, node: ir.Gather) -> str:
         """1-based positions for list_select, once per query; padding (-1) points past the row's end,
         where emit_Gather appends a 0."""
@@ -232,6 +243,13 @@ class DuckDBGenerator:
         per_position = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {unit})"
         values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
         return values if fused else apply_activation(values, node.activation)
+
+    def emit_Affine(self, node: ir.Affine, x: str) -> str:
+        weights = f"{self.params_ref}.{node.name}"
+        if node.shift is None:
+            return f"list_transform(list_zip({x}, {weights}.scale), lambda _nn_z: _nn_z[1] * _nn_z[2])"
+        zipped = f"list_zip({x}, {weights}.scale, {weights}.shift)"
+        return f"list_transform({zipped}, lambda _nn_z: _nn_z[1] * _nn_z[2] + _nn_z[3])"
 
     def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
         window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"

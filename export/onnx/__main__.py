@@ -27,6 +27,9 @@ def convert(model, path: Path) -> None:
     """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients."""
     import onnx
 
+    from export.onnx.tf2onnx_ops import register
+
+    register()
     try:
         if is_legacy(model):
             legacy_to_onnx(model, path)

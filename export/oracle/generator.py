@@ -92,10 +92,18 @@ def convolution_chunks(node: ir.Node) -> Iterator[StoredChunk]:
             yield whole(node, "bias", node.bias.array, str(node.units), "vector")
 
 
+def affine_chunks(node: ir.Node) -> Iterator[StoredChunk]:
+    if isinstance(node, ir.Affine):
+        yield whole(node, "scale", node.scale.array, str(node.scale.size), "vector")
+        if node.shift is not None:
+            yield whole(node, "shift", node.shift.array, str(node.shift.size), "vector")
+
+
 def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
     """Every row the package reads, kernels split into chunks of at most MAX_ARRAY_LEN values."""
     for node in graph.all_nodes():
         yield from convolution_chunks(node)
+        yield from affine_chunks(node)
         if isinstance(node, ir.Dense):
             yield from kernel_chunks(node)
             if node.bias is not None:
@@ -188,6 +196,12 @@ class OracleGenerator:
 
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> Iterator[str]:
         yield f"{self.var(node.name)} := elementwise({a}, {b}, {literal(node.op)});"
+
+    def emit_Affine(self, node: ir.Affine, x: str) -> Iterator[str]:
+        y = self.var(node.name)
+        yield f"{y} := elementwise({x}, g_{node.name}_scale_1, 'mul');"
+        if node.shift is not None:
+            yield f"{y} := elementwise({y}, g_{node.name}_shift_1, 'add');"
 
     def emit_StepMask(self, node: ir.StepMask, x: str) -> Iterator[str]:
         yield f"{self.var(node.name)} := step_mask({x}, {node.steps});"

@@ -99,6 +99,10 @@ class PostgresGenerator:
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
         return f"{self.var(node.name)} := nnsql.binary({a}, {b}, {literal(node.op)});"
 
+    def emit_Affine(self, node: ir.Affine, x: str) -> str:
+        shift = weight_variable(node, "shift") if node.shift is not None else "NULL"
+        return f"{self.var(node.name)} := nnsql.affine({x}, {weight_variable(node, 'scale')}, {shift});"
+
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         return f"{self.var(node.name)} := nnsql.step_mask({x}, {node.steps});"
 

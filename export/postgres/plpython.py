@@ -76,6 +76,10 @@ class PlPythonGenerator:
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
         return f"{self.var(node.name)} = {BINARY[node.op].format(a=a, b=b)}"
 
+    def emit_Affine(self, node: ir.Affine, x: str) -> str:
+        shift = f' + weights["{node.name}.shift"]' if node.shift is not None else ""
+        return f'{self.var(node.name)} = {x} * weights["{node.name}.scale"]{shift}'
+
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         return f"{self.var(node.name)} = np.any({x}.reshape({node.steps}, -1) != 0.0, axis=1)"
 

@@ -144,6 +144,17 @@ BEGIN
 END
 $fn$;
 
+-- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none).
+CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    FOR i IN 1..cardinality(x) LOOP
+        x[i] := x[i] * scale[i] + coalesce(shift[i], 0);
+    END LOOP;
+    RETURN x;
+END
+$fn$;
+
 -- Keras's Masking(0): y[t] = 1 when some feature of step t (of `steps` equal steps) is not 0, else 0.
 CREATE OR REPLACE FUNCTION nnsql.step_mask(x float8[], steps integer)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$

@@ -256,7 +256,7 @@ def test_shared_layers_compile_on_every_target(scorer, tmp_path, kind):
 
 ACTIVATION_GROUPS = {
     "exponential_family": ["elu", "selu", "softplus", "exponential"],
-    "gated": ["silu", "swish", "mish"],
+    "gated": ["silu", "swish", "mish", "gelu"],
     "piecewise": ["hard_sigmoid", "hard_silu", "relu6", "leaky_relu", "softsign"],
 }
 
@@ -276,7 +276,8 @@ def activation_model(names: list[str], seed: int):
 
 
 @pytest.mark.parametrize("group", sorted(ACTIVATION_GROUPS))
-def test_activations_match_keras_on_every_target(scorer, tmp_path, group):
+def test_activations_match_keras_on_every_target(any_target, tmp_path, group):
+    scorer = any_target
     model = activation_model(ACTIVATION_GROUPS[group], seed=len(group))
     assert scorer.export(models.save(model, tmp_path / group), "acts") == 0
     x = (np.random.default_rng(16).random((40, 10), dtype=np.float32) - 0.5) * 6  # both signs, past ±3
