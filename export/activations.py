@@ -131,11 +131,21 @@ FORMULAS: dict[str, Expr] = {
     "leaky_relu": if_positive(X, X, 0.2 * X),
     "mish": X * call("tanh", softplus(X)),
     "gelu": gelu(X),
+    # internal: LayerNormalization's 1/sqrt(variance + epsilon) (export/frontend_normalization.py)
+    "rsqrt": 1.0 / call("sqrt", X),
 }
 
 DIALECTS = {
     # function names per dialect; `if_positive` and operators are rendered by `render`
-    "sql": {"exp": "exp", "ln": "ln", "tanh": "tanh", "greatest": "greatest", "least": "least", "abs": "abs"},
+    "sql": {
+        "exp": "exp",
+        "ln": "ln",
+        "tanh": "tanh",
+        "greatest": "greatest",
+        "least": "least",
+        "abs": "abs",
+        "sqrt": "sqrt",
+    },
     "plsql": {
         "exp": "EXP",
         "ln": "LN",
@@ -143,6 +153,7 @@ DIALECTS = {
         "greatest": "GREATEST",
         "least": "LEAST",
         "abs": "ABS",
+        "sqrt": "SQRT",
     },
     "numpy": {
         "exp": "np.exp",
@@ -151,6 +162,7 @@ DIALECTS = {
         "greatest": "np.maximum",
         "least": "np.minimum",
         "abs": "np.abs",
+        "sqrt": "np.sqrt",
     },
 }
 

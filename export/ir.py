@@ -32,6 +32,7 @@ ELEMENTWISE: tuple[str, ...] = (
     "leaky_relu",
     "mish",
     "gelu",
+    "rsqrt",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
 

@@ -62,6 +62,7 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x),
     "mish": lambda x: x * np.tanh(_softplus(x)),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
 }
 
 

@@ -46,7 +46,7 @@ def mixed_layers(seed: int = 2) -> keras.Model:
 def with_unsupported_layer() -> keras.Model:
     inputs = keras.Input((10,), name="features")
     x = keras.layers.Dense(4)(inputs)
-    x = keras.layers.LayerNormalization(name="layer_norm")(x)
+    x = keras.layers.UnitNormalization(name="unit_norm")(x)
     outputs = keras.layers.Dense(3, activation="softmax")(x)
     return keras.Model(inputs, outputs)
 

@@ -184,6 +184,17 @@ def conv_batch_norm() -> keras.Model:
     return keras.Model(image, layers.Dense(CLASSES, activation="softmax", name="out")(x))
 
 
+def layer_normalization() -> keras.Model:
+    """LayerNormalization over a flat vector and over each step of a sequence (before an LSTM)."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    steps = layers.LayerNormalization(name="ln_steps")(layers.Dense(4, name="per_step")(sequence))
+    state = layers.LSTM(5, name="lstm")(steps)
+    x = layers.LayerNormalization(epsilon=1e-5, center=False, name="ln_flat")(
+        layers.Dense(6, name="d")(state)
+    )
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -202,6 +213,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "per_step_dense": per_step_dense,
     "parameterised_activations": parameterised_activations,
     "conv_batch_norm": conv_batch_norm,
+    "layer_normalization": layer_normalization,
 }
 
 
