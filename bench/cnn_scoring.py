@@ -17,12 +17,11 @@ import argparse
 import json
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from bench.pg_paths import time_both_paths
 from bench.scoring import RESULTS, bench_rows, best_seconds
 
 
@@ -39,35 +38,25 @@ def duckdb_seconds(model_path: Path, images: np.ndarray, workdir: Path) -> float
     return best_seconds(lambda: store.con.execute("SELECT id, cnn.score(image) FROM images").fetchall(), 2)
 
 
-def fetch_all(connection: Any, query: str) -> list:
-    return connection.execute(query).fetchall()
-
-
 def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
-    from export.errors import ExportError
-    from export.pipeline import ExportRequest, prepare, publish
-    from export.postgres.generator import CAPABILITIES
+    from export.postgres.store import PostgresStore
     from tests.postgres_server import start_server
 
     server = start_server()
     try:
-        from export.postgres.store import PostgresStore
-
         store = PostgresStore(server.dsn(), progress=False)
-        seconds = {}
-        for name, fast in (("cnn", False), ("cnn_fast", True)):
-            store.fast_path = fast
-            request = ExportRequest(model_path=model_path, name=name, sample_rows=5)
-            try:
-                publish(store, request, prepare(request, CAPABILITIES), "postgres")
-            except ExportError as error:
-                print(f"{name}: skipped ({error})")
-                continue
+
+        def load(name: str) -> None:
             store.load_test_data(name, images.reshape(len(images), -1), np.zeros(len(images), dtype=np.int64))
             store.con.commit()
-            query = f"SELECT id, {name}.score(features) FROM {name}.testdata"
-            label = "postgres_plpython" if fast else "postgres_plpgsql"
-            seconds[label] = best_seconds(partial(fetch_all, store.con, query), 1)
+
+        seconds = time_both_paths(
+            store,
+            model_path,
+            "cnn",
+            lambda name: f"SELECT id, {name}.score(features) FROM {name}.testdata",
+            load,
+        )
         store.close()
         return seconds
     finally:

@@ -20,12 +20,11 @@ import argparse
 import json
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from bench.cnn_scoring import fetch_all
+from bench.pg_paths import time_both_paths
 from bench.scoring import RESULTS, best_seconds
 
 GOAL_DUCKDB_MS = 5.0  # per event with ~100 real particles
@@ -55,9 +54,6 @@ def duckdb_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray, wor
 
 
 def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -> dict[str, float]:
-    from export.errors import ExportError
-    from export.pipeline import ExportRequest, prepare, publish
-    from export.postgres.generator import CAPABILITIES
     from export.postgres.store import PostgresStore
     from tests.postgres_server import start_server
 
@@ -68,18 +64,9 @@ def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -
         for row, (p, h) in enumerate(zip(particles, hlf, strict=True)):
             store.con.execute("INSERT INTO events VALUES (%s, %s, %s)", [row, p.ravel().tolist(), h.tolist()])
         store.con.commit()
-        seconds = {}
-        for name, fast in (("ic", False), ("ic_fast", True)):
-            store.fast_path = fast
-            request = ExportRequest(model_path=model_path, name=name, sample_rows=5)
-            try:
-                publish(store, request, prepare(request, CAPABILITIES), "postgres")
-            except ExportError as error:
-                print(f"{name}: skipped ({error})")
-                continue
-            query = f"SELECT id, {name}.score(gru_input, hlf_input) FROM events"
-            label = "postgres_plpython" if fast else "postgres_plpgsql"
-            seconds[label] = best_seconds(partial(fetch_all, store.con, query), 1)
+        seconds = time_both_paths(
+            store, model_path, "ic", lambda name: f"SELECT id, {name}.score(gru_input, hlf_input) FROM events"
+        )
         store.close()
         return seconds
     finally:

@@ -64,6 +64,14 @@ def _conv2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node,
         tuple(config["dilation_rate"]),
         config["padding"],
     )
+    return convolution(layer, inputs, ctx, windows)
+
+
+def convolution(
+    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray
+) -> tuple[ir.Node, ...]:
+    """The Gather of every output position's window, then the kernel over each (a PatchDense)."""
+    config = layer.get_config()
     activation = activation_name(layer, ctx)
     if activation == "softmax":
         raise ctx.unsupported(layer, "softmax over the channels of each position")

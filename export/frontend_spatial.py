@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from export import ir
-from export.frontend_convolution import window_indices
-from export.keras_frontend import Context, activation_name, converts, describe
+from export.frontend_convolution import convolution, window_indices
+from export.keras_frontend import Context, converts, describe
 
 
 def spatial_shape(layer: Any, ctx: Context) -> tuple[int, int, int]:
@@ -46,9 +46,6 @@ def _conv1d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node,
     not_masked(layer, inputs, ctx)
     if config.get("groups", 1) != 1 or config["padding"] == "causal":
         raise ctx.unsupported(layer, f"padding={config['padding']!r}, groups={config.get('groups', 1)}")
-    activation = activation_name(layer, ctx)
-    if activation == "softmax":
-        raise ctx.unsupported(layer, "softmax over the channels of each position")
     windows = window_indices(
         spatial_shape(layer, ctx),
         pair(config["kernel_size"], True),
@@ -56,20 +53,7 @@ def _conv1d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node,
         pair(config["dilation_rate"], True),
         config["padding"],
     )
-    name, kernel = ctx.node_name(layer), np.asarray(layer.kernel.numpy())
-    gather = ir.Gather(
-        name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)
-    )
-    dense = ir.PatchDense(
-        name=name,
-        inputs=(gather.name,),
-        kernel=ir.Weights(kernel.reshape(-1, kernel.shape[-1])),
-        bias=ir.Weights(np.asarray(layer.bias.numpy())) if config.get("use_bias", True) else None,
-        activation=activation,
-        patches=len(windows),
-        source=describe(layer),
-    )
-    return gather, dense
+    return convolution(layer, inputs, ctx, windows)
 
 
 def channel_windows(windows: np.ndarray, channels: int) -> np.ndarray:

@@ -1,0 +1,44 @@
+"""Shared by the benchmarks: export one model to PostgreSQL as PL/pgSQL and as the PL/Python fast path,
+and time a scoring query on each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench.scoring import best_seconds
+
+
+def fetch_all(connection: Any, query: str) -> list:
+    return connection.execute(query).fetchall()
+
+
+def time_both_paths(
+    store: Any,
+    model_path: Path,
+    base: str,
+    query: Callable[[str], str],
+    load: Callable[[str], None] | None = None,
+) -> dict[str, float]:
+    """Seconds of `query(name)` for the model exported as `base` (PL/pgSQL) and `base_fast` (PL/Python);
+    `load(name)` prepares the rows after each export. A path the server cannot take is skipped, said so."""
+    from export.errors import ExportError
+    from export.pipeline import ExportRequest, prepare, publish
+    from export.postgres.generator import CAPABILITIES
+
+    seconds = {}
+    for name, fast in ((base, False), (f"{base}_fast", True)):
+        store.fast_path = fast
+        request = ExportRequest(model_path=model_path, name=name, sample_rows=5)
+        try:
+            publish(store, request, prepare(request, CAPABILITIES), "postgres")
+        except ExportError as error:
+            print(f"{name}: skipped ({error})")
+            continue
+        if load is not None:
+            load(name)
+        label = "postgres_plpython" if fast else "postgres_plpgsql"
+        seconds[label] = best_seconds(partial(fetch_all, store.con, query(name)), 1)
+    return seconds
