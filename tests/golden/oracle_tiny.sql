@@ -87,7 +87,7 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         RETURN v;
     END group_max;
 
-    -- Elementwise p_a op p_b of two vectors of one size; p_op is 'add', 'sub' or 'mul'.
+    -- Elementwise p_a op p_b of two vectors of one size; p_op is 'add', 'sub', 'mul', 'max' or 'min'.
     FUNCTION elementwise(p_a IN UTL_NLA_ARRAY_FLT, p_b IN UTL_NLA_ARRAY_FLT, p_op IN VARCHAR2)
         RETURN UTL_NLA_ARRAY_FLT IS
         v UTL_NLA_ARRAY_FLT := p_a;
@@ -95,7 +95,9 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         FOR i IN 1 .. v.COUNT LOOP
             IF p_op = 'add' THEN v(i) := p_a(i) + p_b(i);
             ELSIF p_op = 'sub' THEN v(i) := p_a(i) - p_b(i);
-            ELSE v(i) := p_a(i) * p_b(i);
+            ELSIF p_op = 'mul' THEN v(i) := p_a(i) * p_b(i);
+            ELSIF p_op = 'max' THEN v(i) := GREATEST(p_a(i), p_b(i));
+            ELSE v(i) := LEAST(p_a(i), p_b(i));
             END IF;
         END LOOP;
         RETURN v;
