@@ -69,7 +69,8 @@ class TensorSpec:
 
     name: str
     shape: tuple[int, ...]
-    dtype: str = "float32"
+    dtype: str = "float32"  # or "int32": token indices, read by Lookup nodes only
+    bound: int | None = None  # an int32 input's values are whole numbers in [0, bound)
 
     @property
     def size(self) -> int:
@@ -184,6 +185,17 @@ class Affine(Node):
 
     scale: Weights
     shift: Weights | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lookup(Node):
+    """y = table[x[0]] ++ table[x[1]] ++ ...: the rows an integer input selects (Keras's Embedding)."""
+
+    table: Weights  # (rows, width)
+
+    @property
+    def width(self) -> int:
+        return self.table.shape[1]
 
 
 BINARY_OPS = ("add", "sub", "mul", "max", "min")
@@ -322,6 +334,8 @@ class Graph:
             return self.size_of(node.inputs[0]) // node.size
         if isinstance(node, Slice):
             return node.stop - node.start
+        if isinstance(node, Lookup):
+            return self.size_of(node.inputs[0]) * node.width
         if isinstance(node, StepMask):
             return node.steps
         if isinstance(node, Scan):
@@ -387,6 +401,7 @@ class InputErrors:
     nulls: str
     nonfinite: str  # followed by the 0-based index of the first NaN or infinite value
     dimensions: str  # an array of arrays where a flat array is needed
+    index: str  # an int32 input: followed by the 0-based position of a value outside [0, bound)
 
     @classmethod
     def of(cls, model: str, spec: TensorSpec) -> InputErrors:
@@ -396,4 +411,5 @@ class InputErrors:
             nulls=f"{where} contains NULL values",
             nonfinite=f"{where} holds NaN or infinity at 0-based index ",
             dimensions=f"{where} must be a one-dimensional array",
+            index=f"{where} must hold whole numbers from 0 to {(spec.bound or 1) - 1}; not at 0-based index ",
         )

@@ -12,7 +12,7 @@ import re
 import unicodedata
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,11 +203,33 @@ def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     shape = tuple(tensor.shape[1:])
     if any(dim is None for dim in shape):
         raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"variable dimension in shape {shape}")
-    if (
-        getattr(tensor.dtype, "name", str(tensor.dtype)) != "float32"
-    ):  # a string in Keras 3, a DType in tf.keras
+    dtype = getattr(tensor.dtype, "name", str(tensor.dtype))  # a string in Keras 3, a DType in tf.keras
+    if dtype not in ("float32", *INTEGER_DTYPES):
         raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"dtype {tensor.dtype}")
-    return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape))
+    kind = "float32" if dtype == "float32" else "int32"
+    return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape), dtype=kind)
+
+
+INTEGER_DTYPES = ("int32", "int64")
+
+
+def bounded(
+    inputs: tuple[ir.TensorSpec, ...], nodes: list[ir.Node], target: str
+) -> tuple[ir.TensorSpec, ...]:
+    """Integer inputs with the number of rows of the tables they index. One read by anything but
+    Embedding (its lookup, and its mask's test for 0) is refused: those layers expect real values."""
+    specs = []
+    for spec in inputs:
+        if spec.dtype == "int32":
+            readers = [node for node in nodes if spec.name in node.inputs]
+            tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
+            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
+                raise UnsupportedLayer(
+                    f"input '{spec.name}'", target, "an integer input not read by Embedding only"
+                )
+            spec = replace(spec, bound=min(tables))
+        specs.append(spec)
+    return tuple(specs)
 
 
 def positional_tensors(inbound: Any) -> list[Any]:
@@ -255,7 +277,9 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
     labels = classes or tuple(str(i) for i in range(n_out))
     if len(labels) != n_out:
         raise ExportError(f"{len(labels)} class labels for a model with {n_out} outputs")
-    return ir.Graph(inputs=inputs, nodes=tuple(nodes), output=output, classes=tuple(labels))
+    return ir.Graph(
+        inputs=bounded(inputs, nodes, target), nodes=tuple(nodes), output=output, classes=tuple(labels)
+    )
 
 
 MAX_LABEL = 200
@@ -354,6 +378,7 @@ def is_legacy(model: Any) -> bool:
 from export import (  # noqa: E402, F401
     frontend_activations,
     frontend_convolution,
+    frontend_embedding,
     frontend_merge,
     frontend_normalization,
     frontend_recurrent,

@@ -113,6 +113,11 @@ def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return BINARY[node.op](a.reshape(len(a), -1), b.reshape(len(b), -1))
 
 
+def _lookup(node: ir.Lookup, x: np.ndarray) -> np.ndarray:
+    rows = node.table.array.astype(np.float64)[x.reshape(len(x), -1).astype(np.int64)]
+    return rows.reshape(len(x), -1)
+
+
 def _affine(node: ir.Affine, x: np.ndarray) -> np.ndarray:
     flat = x.reshape(len(x), -1) * node.scale.array.astype(np.float64)
     return flat if node.shift is None else flat + node.shift.array.astype(np.float64)
@@ -140,6 +145,7 @@ _KERNELS: dict[type, Callable] = {
     ir.Concatenate: _concatenate,
     ir.Slice: _slice,
     ir.Affine: _affine,
+    ir.Lookup: _lookup,
     ir.Binary: _binary,
     ir.StepMask: _step_mask,
     ir.Scan: _scan,

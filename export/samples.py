@@ -56,15 +56,20 @@ def zero_padded(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def random_rows(generator: np.random.Generator, spec: ir.TensorSpec, rows: int) -> np.ndarray:
+    """Uniform [0, 1) values, or for an integer input indices below its bound; sequences zero-padded."""
+    if spec.dtype == "int32":
+        indices = generator.integers(0, spec.bound or 1, (rows, *spec.shape)).astype(np.float32)
+        return zero_padded(indices[..., None])[..., 0]  # index 0 pads, as mask_zero expects
+    return zero_padded(generator.random((rows, *spec.shape), dtype=np.float32))
+
+
 def sample_inputs(graph: ir.Graph, metadata: dict[str, Any], rows: int) -> SampleSet:
     found = _dataset_rows(graph, metadata, rows)
     if found is not None:
         return found
     generator = np.random.default_rng(SEED)
-    inputs = {
-        spec.name: zero_padded(generator.random((rows, *spec.shape), dtype=np.float32))
-        for spec in graph.inputs
-    }
+    inputs = {spec.name: random_rows(generator, spec, rows) for spec in graph.inputs}
     padded = any(len(spec.shape) == 2 for spec in graph.inputs)
     return SampleSet(
         inputs, f"{rows} seeded uniform random rows" + (", sequences zero-padded" if padded else "")

@@ -11,7 +11,7 @@ import numpy as np
 
 from tests.models import _seeded
 
-STEPS, FEATURES, CLASSES = 7, 3, 3
+STEPS, FEATURES, CLASSES, VOCABULARY = 7, 3, 3, 11
 layers = keras.layers
 
 
@@ -25,7 +25,7 @@ def trained(model: keras.Model, seed: int) -> keras.Model:
             layer.moving_variance.assign(generator.uniform(0.2, 3.0, layer.moving_variance.shape))
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
     generator = np.random.default_rng(seed)
-    x = [generator.random((32, *tuple(i.shape[1:])), dtype=np.float32) for i in model.inputs]
+    x = rows(model, 32, seed)
     y = np.eye(CLASSES, dtype=np.float32)[generator.integers(0, CLASSES, 32)]
     model.fit(x if len(x) > 1 else x[0], y, batch_size=16, epochs=1, verbose=0)
     return model
@@ -195,6 +195,16 @@ def layer_normalization() -> keras.Model:
     return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(x))
 
 
+def embedding() -> keras.Model:
+    """Token indices (0 pads) embedded with mask_zero into a GRU, beside indices embedded and pooled."""
+    tokens = keras.Input((STEPS,), dtype="int32", name="tokens")
+    state = layers.GRU(4, name="gru")(layers.Embedding(VOCABULARY, 3, mask_zero=True, name="embed")(tokens))
+    tags = keras.Input((4,), dtype="int32", name="tags")
+    pooled = layers.GlobalAveragePooling1D(name="mean")(layers.Embedding(5, 2, name="tag_embed")(tags))
+    joined = layers.Concatenate(name="joined")([state, pooled])
+    return keras.Model([tokens, tags], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -214,6 +224,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "parameterised_activations": parameterised_activations,
     "conv_batch_norm": conv_batch_norm,
     "layer_normalization": layer_normalization,
+    "embedding": embedding,
 }
 
 
@@ -227,7 +238,14 @@ def rows(model: keras.Model, count: int = 200, seed: int = 5) -> list[np.ndarray
     generator = np.random.default_rng(seed)
     inputs = []
     for tensor in model.inputs:
-        values = generator.random((count, *tuple(tensor.shape[1:])), dtype=np.float32)
+        shape = (count, *tuple(tensor.shape[1:]))
+        if "int" in str(tensor.dtype):  # token indices below the smallest vocabulary, 0 padding the end
+            tokens = generator.integers(1, 5, shape)
+            for row in range(count):
+                tokens[row, row % (shape[1] + 1) :] = 0
+            inputs.append(tokens.astype(np.int32))
+            continue
+        values = generator.random(shape, dtype=np.float32)
         if values.ndim == 3:
             for row in range(count):
                 values[row, row % (STEPS + 1) :, :] = 0.0

@@ -110,6 +110,13 @@ class DuckDBGenerator:
         where = " AND ".join(filters)
         return f"(SELECT {{scale: s.value, shift: {shift}}} FROM {', '.join(sources)} WHERE {where})"
 
+    def params_Lookup(self, node: ir.Lookup) -> str:
+        """The table as a list of rows, selected by emit_Lookup with list_select (no lambda reads it)."""
+        width, where = node.width, self.tensor_filter("k", f"{node.name}.table")
+        row = f"k.value[_nn_r * {width} + 1 : (_nn_r + 1) * {width}]"
+        rows = f"list_transform(range({node.table.shape[0]}), lambda _nn_r: {row})"
+        return f"(SELECT {rows} FROM nnsql.tensors k WHERE {where})"
+
     def params_Gather(self, node: ir.Gather) -> str:
         """1-based positions for list_select, once per query; padding (-1) points past the row's end,
         where emit_Gather appends a 0."""
@@ -244,6 +251,10 @@ class DuckDBGenerator:
         values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
         return values if fused else apply_activation(values, node.activation)
 
+    def emit_Lookup(self, node: ir.Lookup, x: str) -> str:
+        rows = f"list_transform({x}, lambda _nn_e: _nn_e::INTEGER + 1)"
+        return f"flatten(list_select({self.params_ref}.{node.name}, {rows}))"
+
     def emit_Affine(self, node: ir.Affine, x: str) -> str:
         weights = f"{self.params_ref}.{node.name}"
         if node.shift is None:
@@ -281,6 +292,15 @@ class DuckDBGenerator:
                 f"WHEN NOT isfinite(list_sum({spec.name}::DOUBLE[])) THEN "
                 f"error({literal(errors.nonfinite)} || (list_position({bad}, true) - 1))"
             )
+            if spec.dtype == "int32":
+                outside = (
+                    f"list_transform({spec.name}, lambda _nn_e: _nn_e < 0 OR _nn_e >= {spec.bound} "
+                    "OR _nn_e::DOUBLE <> floor(_nn_e::DOUBLE))"
+                )
+                yield (
+                    f"WHEN list_bool_or({outside}) THEN "
+                    f"error({literal(errors.index)} || (list_position({outside}, true) - 1))"
+                )
 
     def render(self) -> str:
         environment = Environment(

@@ -63,8 +63,16 @@ def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    feeds = {i.name: samples.inputs[i.name].astype(np.float32) for i in session.get_inputs()}
+    feeds = {i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()}
     return session.run([OUTPUT_NAME], feeds)[0]
+
+
+ONNX_TYPES = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
+
+
+def numpy_type(onnx_type: str) -> type:
+    """The numpy type of an onnxruntime input type (token indices are integers, features float32)."""
+    return ONNX_TYPES.get(onnx_type, np.float32)
 
 
 def sample_set(model, rows: int, metadata: dict) -> SampleSet:

@@ -93,6 +93,9 @@ def convolution_chunks(node: ir.Node) -> Iterator[StoredChunk]:
 
 
 def affine_chunks(node: ir.Node) -> Iterator[StoredChunk]:
+    if isinstance(node, ir.Lookup):
+        shape = f"{node.table.shape[0]}x{node.width}"
+        yield whole(node, "table", node.table.array, shape, "rows x width, row-major")
     if isinstance(node, ir.Affine):
         yield whole(node, "scale", node.scale.array, str(node.scale.size), "vector")
         if node.shift is not None:
@@ -197,6 +200,9 @@ class OracleGenerator:
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> Iterator[str]:
         yield f"{self.var(node.name)} := elementwise({a}, {b}, {literal(node.op)});"
 
+    def emit_Lookup(self, node: ir.Lookup, x: str) -> Iterator[str]:
+        yield f"{self.var(node.name)} := lookup({x}, g_{node.name}_table_1, {node.width});"
+
     def emit_Affine(self, node: ir.Affine, x: str) -> Iterator[str]:
         y = self.var(node.name)
         yield f"{y} := elementwise({x}, g_{node.name}_scale_1, 'mul');"
@@ -243,6 +249,11 @@ class OracleGenerator:
                 f"IF {spec.name}.COUNT <> {spec.size} THEN RAISE_APPLICATION_ERROR(-20001, "
                 f"{literal(errors.length)} || {spec.name}.COUNT); END IF;"
             )
+            if spec.dtype == "int32":
+                x = spec.name
+                outside = f"{x}(i) < 0 OR {x}(i) >= {spec.bound} OR {x}(i) <> TRUNC({x}(i))"
+                error = f"RAISE_APPLICATION_ERROR(-20004, {literal(errors.index)} || (i - 1))"
+                yield f"FOR i IN 1 .. {x}.COUNT LOOP IF {outside} THEN {error}; END IF; END LOOP;"
             yield (
                 f"FOR i IN 1 .. {spec.name}.COUNT LOOP IF {spec.name}(i) IS NULL THEN "
                 "RAISE_APPLICATION_ERROR("

@@ -99,6 +99,9 @@ class PostgresGenerator:
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
         return f"{self.var(node.name)} := nnsql.binary({a}, {b}, {literal(node.op)});"
 
+    def emit_Lookup(self, node: ir.Lookup, x: str) -> str:
+        return f"{self.var(node.name)} := nnsql.lookup({x}, {weight_variable(node, 'table')}, {node.width});"
+
     def emit_Affine(self, node: ir.Affine, x: str) -> str:
         shift = weight_variable(node, "shift") if node.shift is not None else "NULL"
         return f"{self.var(node.name)} := nnsql.affine({x}, {weight_variable(node, 'scale')}, {shift});"
@@ -181,6 +184,14 @@ class PostgresGenerator:
             yield raise_if(
                 "nn_bad_index IS NOT NULL", errors.nonfinite + "%", "data_exception", "nn_bad_index"
             )
+            if spec.dtype == "int32":
+                yield (
+                    f"SELECT t.i - 1 INTO nn_bad_index FROM unnest({x}) WITH ORDINALITY AS t(e, i) "
+                    f"WHERE t.e < 0 OR t.e >= {spec.bound} OR t.e <> floor(t.e) LIMIT 1;"
+                )
+                yield raise_if(
+                    "nn_bad_index IS NOT NULL", errors.index + "%", "data_exception", "nn_bad_index"
+                )
 
     def render(self) -> str:
         return template("model.sql.j2").render(  # type: ignore[attr-defined]

@@ -76,6 +76,9 @@ class PlPythonGenerator:
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
         return f"{self.var(node.name)} = {BINARY[node.op].format(a=a, b=b)}"
 
+    def emit_Lookup(self, node: ir.Lookup, x: str) -> str:
+        return f'{self.var(node.name)} = weights["{node.name}.table"][{x}.astype(np.int64)].ravel()'
+
     def emit_Affine(self, node: ir.Affine, x: str) -> str:
         shift = f' + weights["{node.name}.shift"]' if node.shift is not None else ""
         return f'{self.var(node.name)} = {x} * weights["{node.name}.scale"]{shift}'
@@ -136,6 +139,12 @@ class PlPythonGenerator:
                 f"_bad = np.flatnonzero(~np.isfinite({self.var(spec.name)}))\n"
                 f"if _bad.size:\n    plpy.error({errors.nonfinite + '%d'!r} % _bad[0])"
             )
+            if spec.dtype == "int32":
+                x = self.var(spec.name)
+                yield (
+                    f"_bad = np.flatnonzero(({x} < 0) | ({x} >= {spec.bound}) | ({x} != np.floor({x})))\n"
+                    f"if _bad.size:\n    plpy.error({errors.index + '%d'!r} % _bad[0])"
+                )
 
     def statements(self, graph: ir.Graph) -> list[str]:
         return [

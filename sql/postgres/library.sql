@@ -144,6 +144,21 @@ BEGIN
 END
 $fn$;
 
+-- The rows of `table` (rows x width, row-major) that the whole numbers of x select, one after the other.
+CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ real[], width integer)
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+DECLARE
+    y    float8[] := array_fill(0::float8, ARRAY[cardinality(x) * width]);
+    base integer;
+BEGIN
+    FOR i IN 1..cardinality(x) LOOP
+        base := x[i]::integer * width;
+        FOR j IN 1..width LOOP y[(i - 1) * width + j] := table_[base + j]; END LOOP;
+    END LOOP;
+    RETURN y;
+END
+$fn$;
+
 -- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none).
 CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$

@@ -13,6 +13,7 @@ import psycopg
 
 from export.duckdb.__main__ import main as export_duckdb
 from export.onnx.__main__ import main as export_onnx
+from export.onnx.__main__ import numpy_type
 from export.oracle.__main__ import main as export_oracle
 from export.postgres.__main__ import main as export_postgres
 from tests.export.plsql_interpreter import load_scripts
@@ -177,7 +178,9 @@ class OnnxExecutor:
 
         latest = max((p for p in (self.repo / name).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
         session = onnxruntime.InferenceSession(str(latest / "model.onnx"), providers=["CPUExecutionProvider"])
-        feeds = {i.name: x.astype(np.float32) for i, x in zip(session.get_inputs(), inputs, strict=True)}
+        feeds = {
+            i.name: x.astype(numpy_type(i.type)) for i, x in zip(session.get_inputs(), inputs, strict=True)
+        }
         return session.run(["probabilities"], feeds)[0]
 
     def predict(self, name: str, x: np.ndarray) -> np.ndarray:

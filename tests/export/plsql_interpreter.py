@@ -227,6 +227,9 @@ class PackageInterpreter:
         elif match := re.fullmatch(r"(\w+) := elementwise\((\w+), (\w+), '(\w+)'\);", statement):
             operation = ELEMENTWISE_OPS[match[4]]
             env[match[1]] = operation(env[match[2]], env[match[3]]).astype(np.float32)
+        elif match := re.fullmatch(r"(\w+) := lookup\((\w+), (\w+), (\d+)\);", statement):
+            table = env[match[3]].reshape(-1, int(match[4]))
+            env[match[1]] = table[env[match[2]].astype(np.int64)].ravel()
         elif match := re.fullmatch(r"(\w+) := step_mask\((\w+), (\d+)\);", statement):
             steps = env[match[2]].reshape(int(match[3]), -1)
             env[match[1]] = np.any(steps != 0, axis=1).astype(np.float32)

@@ -39,3 +39,18 @@ def test_zoo_scores_like_keras_on_every_target(any_target, zoo_model, name):
     actual = scorer.predict_inputs("zoo", x)
     assert np.abs(actual - expected).max() <= 1e-5
     assert (actual.argmax(1) == expected.argmax(1)).all()
+
+
+def test_token_indices_outside_the_vocabulary_are_refused_in_one_line(target, zoo_model):
+    """An integer input holds whole numbers below the embedding's row count; anything else is an error
+    naming the input and the first bad position, in every database."""
+    _, path = zoo_model("embedding")
+    assert target.export(path, "zoo") == 0
+    tags = [1, 2, 3, 4]
+    for tokens in ([1, 2, 11, 0, 0, 0, 0], [1, 2, 3.5, 0, 0, 0, 0], [1, -1, 0, 0, 0, 0, 0]):
+        bad = next(i for i, token in enumerate(tokens) if token not in range(11))
+        message = (
+            rf"zoo.predict_proba: tokens must hold whole numbers from 0 to 10; not at 0-based index {bad}"
+        )
+        with pytest.raises(target.error, match=message):
+            target.query("SELECT zoo.score(?, ?)", [[float(token) for token in tokens], tags])
