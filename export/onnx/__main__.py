@@ -63,7 +63,9 @@ def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    feeds = {i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()}
+    feeds: dict[str, np.ndarray] = {
+        i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
+    }
     return session.run([OUTPUT_NAME], feeds)[0]
 
 
