@@ -8,6 +8,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from export import ir
 from export.keras_frontend import PRODUCES
 from export.lowering import BODY_KINDS
 from export.target import TARGETS
@@ -47,7 +48,8 @@ def markdown_table() -> str:
         marks = " | ".join("yes" if support[t] else "no" for t in targets)
         lines.append(f"| {layer} | {kind} | {marks} |")
     lines.append("")
-    lines.append("Activations: " + ", ".join(sorted(next(iter(TARGETS.values())).activations)) + ".")
+    activations = set(next(iter(TARGETS.values())).activations) - set(ir.INTERNAL_ACTIVATIONS)
+    lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
     return "\n".join(lines)
 
 

@@ -91,7 +91,8 @@ POOLS = {
 }
 
 
-@converts(*POOLS, produces="Gather+GroupMax")
+@converts("MaxPooling1D", produces="Gather+GroupMax")
+@converts("AveragePooling1D", "AveragePooling2D", produces="Gather+PatchDense")
 def _pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     config, kind = layer.get_config(), type(layer).__name__
     shape, one_d = spatial_shape(layer, ctx), kind.endswith("1D")
@@ -101,13 +102,8 @@ def _pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node
     return pooled(layer, inputs, ctx, channel_windows(windows, shape[2]), POOLS[kind])
 
 
-@converts(
-    "GlobalMaxPooling1D",
-    "GlobalMaxPooling2D",
-    "GlobalAveragePooling1D",
-    "GlobalAveragePooling2D",
-    produces="Gather+GroupMax",
-)
+@converts("GlobalMaxPooling1D", "GlobalMaxPooling2D", produces="Gather+GroupMax")
+@converts("GlobalAveragePooling1D", "GlobalAveragePooling2D", produces="Gather+PatchDense")
 def _global_pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     height, width, channels = spatial_shape(layer, ctx)
     every = np.arange(height * width * channels).reshape(1, -1)

@@ -35,6 +35,7 @@ ELEMENTWISE: tuple[str, ...] = (
     "rsqrt",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
+INTERNAL_ACTIVATIONS = ("rsqrt",)  # made by lowerings (LayerNormalization), never read from a Keras layer
 
 
 @dataclass(frozen=True, eq=False)

@@ -94,7 +94,7 @@ def activation_name(layer: Any, ctx: Context, key: str = "activation") -> ir.Act
     legacy = type(layer).__module__.startswith("tf_keras")
     if isinstance(name, str):
         name = (LEGACY_ALIASES if legacy else ALIASES).get(name, name)
-    if not isinstance(name, str) or name not in ir.ACTIVATIONS:
+    if not isinstance(name, str) or name not in ir.ACTIVATIONS or name in ir.INTERNAL_ACTIVATIONS:
         raise ctx.unsupported(layer, f"activation {name!r}")
     return name
 
