@@ -42,6 +42,24 @@ def softmax(vector: str) -> str:
     )
 
 
+ZIP_LIMIT = 256  # widest window (and most units) cut by zipping strided slices; beyond, by slicing
+
+
+def windows(x: str, size: int) -> str:
+    """The consecutive windows of `size` values of list `x`, as a list of lists, without a lambda that
+    reads `x` (x[j::size] is the j-th value of every window)."""
+    columns = ", ".join(f"{x}[{j + 1}:-1:{size}]" for j in range(size))
+    values = ", ".join(f"_nn_e[{j + 1}]" for j in range(size))
+    return f"list_transform(list_zip({columns}), lambda _nn_e: [{values}])"
+
+
+def interleave(lists: str, count: int) -> str:
+    """The `count` equally long lists of `lists` read across: element 1 of each, then element 2, ..."""
+    parts = ", ".join(f"{lists}[{k + 1}]" for k in range(count))
+    values = ", ".join(f"_nn_e[{k + 1}]" for k in range(count))
+    return f"flatten(list_transform(list_zip({parts}), lambda _nn_e: [{values}]))"
+
+
 def zeros(size: int) -> str:
     return f"list_transform(range({size}), lambda _nn_i: 0.0::DOUBLE)"
 
@@ -242,14 +260,28 @@ class DuckDBGenerator:
         return f"list_select(list_append({x}, 0.0::DOUBLE), {self.params_ref}.{node.name})"
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
-        """The kernel over each window: a Dense per output position, flattened position-major."""
-        window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
-        linear = f"list_dot_product(_nn_u.w, {window}) + _nn_u.b"
+        """The kernel over each window, flattened position-major. With small windows and few units, the
+        windows are cut by zipped strided slices and each unit runs over all of them (a lambda over the
+        positions that sliced the row, or read the weights, would copy them at every position); the
+        unit-major results are then zipped back into position-major order."""
         fused = node.activation in SCALAR_ACTIVATIONS
-        unit = scalar_activation(node.activation, linear) if fused else linear
-        per_position = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {unit})"
-        values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
+        if node.size > ZIP_LIMIT or node.units > ZIP_LIMIT:
+            window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
+            unit = self.unit(node, window, fused)
+            per_position = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {unit})"
+            values = f"flatten(list_transform(range({node.patches}), lambda _nn_q: {per_position}))"
+        else:
+            per_unit = f"list_transform(_nn_w, lambda _nn_win: {self.unit(node, '_nn_win', fused)})"
+            results = f"list_transform({self.params_ref}.{node.name}, lambda _nn_u: {per_unit})"
+            values = self.let(
+                [(windows(x, node.size), "_nn_w"), (results, "_nn_r")], interleave("_nn_r", node.units)
+            )
         return values if fused else apply_activation(values, node.activation)
+
+    @staticmethod
+    def unit(node: ir.PatchDense, window: str, fused: bool) -> str:
+        linear = f"list_dot_product(_nn_u.w, {window}) + _nn_u.b"
+        return scalar_activation(node.activation, linear) if fused else linear
 
     def emit_Lookup(self, node: ir.Lookup, x: str) -> str:
         rows = f"list_transform({x}, lambda _nn_e: _nn_e::INTEGER + 1)"
@@ -263,6 +295,10 @@ class DuckDBGenerator:
         return f"list_transform({zipped}, lambda _nn_z: _nn_z[1] * _nn_z[2] + _nn_z[3])"
 
     def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
+        if node.size <= ZIP_LIMIT:  # the groups as zipped strided slices: no lambda copies the row
+            columns = ", ".join(f"{x}[{j + 1}:-1:{node.size}]" for j in range(node.size))
+            largest = ", ".join(f"_nn_e[{j + 1}]" for j in range(node.size))
+            return f"list_transform(list_zip({columns}), lambda _nn_e: greatest({largest}))"
         window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
         return f"list_transform(range({self.graph.size_of(node.name)}), lambda _nn_q: list_max({window}))"
 
