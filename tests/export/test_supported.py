@@ -14,8 +14,15 @@ def test_readme_table_is_the_generated_one():
 def test_supported_lists_every_target_and_core_layer(capsys):
     assert main(["--supported"]) == 0
     table = capsys.readouterr().out
-    assert "| Dense | Dense | yes |" in table
-    assert "duckdb" in table.splitlines()[0]
+    assert "| Dense | Dense+PatchDense | yes | yes | yes | yes | yes |" in table
+    assert "| LSTM | Scan | yes | yes | yes | yes | yes |" in table
+    assert table.splitlines()[0].split(" | ")[2:] == [
+        "duckdb",
+        "onnx",
+        "oracle",
+        "postgres",
+        "postgres+plpython |",
+    ]
 
 
 def test_one_command_compiles_for_any_target(cern_mlp_path, tmp_path, capsys):
