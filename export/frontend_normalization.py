@@ -76,52 +76,52 @@ def _normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node
     return affine(layer, inputs, ctx, 1.0 / deviation, -mean / deviation)
 
 
-@converts("LayerNormalization", produces="PatchDense+Binary+ActivationNode+Affine")
-def _layer_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
-    """Over the last axis of each position: centred = x·(I − 1/F), variance = mean(centred²) + epsilon,
-    y = centred · rsqrt(variance) · gamma + beta; the per-position products are PatchDense nodes."""
-    config, shape = layer.get_config(), tuple(int(d) for d in layer.input.shape[1:])
+def check_last_axis(layer: Any, ctx: Context, rank: int) -> None:
+    config = layer.get_config()
     axis = config.get("axis", -1)
-    if (axis[0] if isinstance(axis, list) and len(axis) == 1 else axis) not in (-1, len(shape)) or config.get(
+    if (axis[0] if isinstance(axis, list) and len(axis) == 1 else axis) not in (-1, rank) or config.get(
         "rms_scaling"
     ):
         raise ctx.unsupported(
             layer, f"axis={axis}, rms_scaling={config.get('rms_scaling')} (only the last axis)"
         )
+
+
+@converts("LayerNormalization", produces="PatchDense+Binary+ActivationNode+Affine")
+def _layer_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """Over the last axis of each position: centred = x·(I − 1/F), variance = mean(centred²) + epsilon,
+    y = centred · rsqrt(variance) · gamma + beta; the per-position products are PatchDense nodes."""
+    config, shape = layer.get_config(), tuple(int(d) for d in layer.input.shape[1:])
+    check_last_axis(layer, ctx, len(shape))
     features, positions = shape[-1], int(np.prod(shape[:-1]))
     name, source = ctx.node_name(layer), describe(layer)
 
+    def node_name(role: str) -> str:
+        return ctx.name_for(f"{name}_{role}")
+
     def per_position(role: str, x: str, kernel: np.ndarray, bias: np.ndarray | None = None) -> ir.PatchDense:
         weights = ir.Weights(bias) if bias is not None else None
+        kernel_weights = ir.Weights(kernel)
         return ir.PatchDense(
-            name=ctx.name_for(f"{name}_{role}"),
+            name=node_name(role),
             inputs=(x,),
-            kernel=ir.Weights(kernel),
+            kernel=kernel_weights,
             bias=weights,
             patches=positions,
             source=source,
         )
 
     centred = per_position("centred", inputs[0], np.eye(features) - 1.0 / features)
-    squared = ir.Binary(
-        name=ctx.name_for(f"{name}_squared"), inputs=(centred.name,) * 2, op="mul", source=source
-    )
+    squared = ir.Binary(name=node_name("squared"), inputs=(centred.name,) * 2, op="mul", source=source)
     epsilon = np.array([float(config.get("epsilon", 1e-3))])
     variance = per_position("variance", squared.name, np.full((features, 1), 1.0 / features), epsilon)
     inverse = ir.ActivationNode(
-        name=ctx.name_for(f"{name}_inverse"), inputs=(variance.name,), activation="rsqrt", source=source
+        name=node_name("inverse"), inputs=(variance.name,), activation="rsqrt", source=source
     )
     spread = per_position("spread", inverse.name, np.ones((1, features)))
-    scaled = ir.Binary(
-        name=ctx.name_for(f"{name}_scaled"), inputs=(centred.name, spread.name), op="mul", source=source
-    )
+    scaled = ir.Binary(name=node_name("scaled"), inputs=(centred.name, spread.name), op="mul", source=source)
     gamma = numbers(layer.gamma) if config.get("scale", True) else np.ones(features)
     beta = numbers(layer.beta) if config.get("center", True) else np.zeros(features)
-    output = ir.Affine(
-        name=name,
-        inputs=(scaled.name,),
-        scale=ir.Weights(np.tile(gamma.ravel(), positions)),
-        shift=ir.Weights(np.tile(beta.ravel(), positions)),
-        source=source,
-    )
+    scale, shift = ir.Weights(np.tile(gamma.ravel(), positions)), ir.Weights(np.tile(beta.ravel(), positions))
+    output = ir.Affine(name=name, inputs=(scaled.name,), scale=scale, shift=shift, source=source)
     return centred, squared, variance, inverse, spread, scaled, output
