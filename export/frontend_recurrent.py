@@ -14,6 +14,7 @@ import numpy as np
 
 from export import ir
 from export.keras_frontend import Context, activation_name, converts, describe
+from export.layout import step_permutation
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
 MERGES = {"concat": "", "sum": "add", "mul": "mul", "ave": "add"}  # the Binary op of each merge
@@ -95,17 +96,6 @@ def _rnn(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     if node.return_sequences and node.inputs[1:]:
         ctx.masks[node.name] = node.inputs[1]  # the mask flows on with the sequence
     return node
-
-
-def step_permutation(steps: int, width: int, parts: tuple[int, ...] = ()) -> np.ndarray:
-    """Gather indices: with `parts`, interleave whole sequences laid one after the other (concatenation
-    over the feature axis); without, reverse the order of the steps."""
-    if not parts:
-        return np.array([(steps - 1 - t) * width + u for t in range(steps) for u in range(width)])
-    offsets = np.cumsum((0, *(steps * p for p in parts)))
-    return np.array(
-        [offsets[k] + t * p + u for t in range(steps) for k, p in enumerate(parts) for u in range(p)]
-    )
 
 
 @converts("Bidirectional", produces="Scan+Gather+Concatenate+Binary")

@@ -191,14 +191,6 @@ def _flatten(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str
     return ir.Reshape(name=ctx.node_name(layer), inputs=inputs, shape=(size,), source=describe(layer))
 
 
-@converts("Concatenate", produces="Concatenate")
-def _concatenate(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
-    shapes = [tuple(t.shape) for t in layer.input]
-    if any(len(shape) != 2 for shape in shapes) or layer.get_config().get("axis", -1) not in (-1, 1):
-        raise ctx.unsupported(layer, f"concatenation of shapes {shapes} (only flat vectors)")
-    return ir.Concatenate(name=ctx.node_name(layer), inputs=inputs, source=describe(layer))
-
-
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
     shape = tuple(tensor.shape[1:])
     if any(dim is None for dim in shape):

@@ -99,7 +99,8 @@ def _group_max(node: ir.GroupMax, x: np.ndarray) -> np.ndarray:
 
 
 def _concatenate(node: ir.Concatenate, *parts: np.ndarray) -> np.ndarray:
-    return np.concatenate(parts, axis=-1)
+    """The flat values end to end (an input keeps its shape here, so flatten it first)."""
+    return np.concatenate([part.reshape(len(part), -1) for part in parts], axis=1)
 
 
 def _slice(node: ir.Slice, x: np.ndarray) -> np.ndarray:

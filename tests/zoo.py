@@ -205,6 +205,19 @@ def embedding() -> keras.Model:
     return keras.Model([tokens, tags], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
 
 
+def concatenations_and_dot() -> keras.Model:
+    """Sequences joined over features (interleaved per step) and over time, and a dot product."""
+    first = keras.Input((STEPS, FEATURES), name="first")
+    second = keras.Input((STEPS, 2), name="second")
+    features = layers.Concatenate(name="by_feature")([first, second])
+    steps = layers.Concatenate(axis=1, name="by_step")([features, features])
+    state = layers.GRU(4, name="gru")(steps)
+    a, b = layers.Dense(5, name="a")(state), layers.Dense(5, activation="tanh", name="b")(state)
+    dot = layers.Dot(axes=1, name="dot")([a, b])
+    joined = layers.Concatenate(name="joined")([state, dot])
+    return keras.Model([first, second], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -225,6 +238,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "conv_batch_norm": conv_batch_norm,
     "layer_normalization": layer_normalization,
     "embedding": embedding,
+    "concatenations_and_dot": concatenations_and_dot,
 }
 
 
