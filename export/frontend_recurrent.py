@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from export import ir
-from export.keras_frontend import Context, activation_name, converts, describe
+from export.keras_frontend import Context, activation_name, converts, describe, input_tensor
 from export.layout import step_permutation
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
@@ -82,7 +82,7 @@ def recurrent(layer: Any, name: str, sequence: str, steps: int, ctx: Context, ow
 
 
 def sequence_steps(layer: Any, ctx: Context) -> int:
-    tensor = layer.input[0] if isinstance(layer.input, list) else layer.input  # [input, mask]
+    tensor = input_tensor(layer)
     if len(tensor.shape) != 3:
         raise ctx.unsupported(layer, f"input of rank {len(tensor.shape)} (only (steps, features))")
     if tensor.shape[1] is None:

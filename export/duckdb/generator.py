@@ -48,9 +48,13 @@ ZIP_LIMIT = 256  # widest window (and most units) cut by zipping strided slices;
 def windows(x: str, size: int) -> str:
     """The consecutive windows of `size` values of list `x`, as a list of lists, without a lambda that
     reads `x` (x[j::size] is the j-th value of every window)."""
-    columns = ", ".join(f"{x}[{j + 1}:-1:{size}]" for j in range(size))
     values = ", ".join(f"_nn_e[{j + 1}]" for j in range(size))
-    return f"list_transform(list_zip({columns}), lambda _nn_e: [{values}])"
+    return f"list_transform(list_zip({strided(x, size)}), lambda _nn_e: [{values}])"
+
+
+def strided(x: str, size: int) -> str:
+    """x[1::size], x[2::size], ..., x[size::size]: the j-th value of every run of `size`, as arguments."""
+    return ", ".join(f"{x}[{j + 1}:-1:{size}]" for j in range(size))
 
 
 def interleave(lists: str, count: int) -> str:
@@ -210,8 +214,7 @@ class DuckDBGenerator:
             row = f"list_select({x}, flatten(list_transform({kept}, lambda _nn_t: {offsets})))"
         elif kept is not None:
             flag = f"CASE WHEN list_contains({kept}, _nn_e[1]) THEN 1.0 ELSE 0.0 END"
-        columns = ", ".join(f"_nn_c[{f + 1}:-1:{features}]" for f in range(features))
-        zipped = f"list_zip(range(len(_nn_c) // {features}), {columns})"
+        zipped = f"list_zip(range(len(_nn_c) // {features}), {strided('_nn_c', features)})"
         if node.reverse:
             zipped = f"list_reverse({zipped})"
         step = ", ".join(f"_nn_e[{f + 2}]" for f in range(features))
@@ -296,9 +299,8 @@ class DuckDBGenerator:
 
     def emit_GroupMax(self, node: ir.GroupMax, x: str) -> str:
         if node.size <= ZIP_LIMIT:  # the groups as zipped strided slices: no lambda copies the row
-            columns = ", ".join(f"{x}[{j + 1}:-1:{node.size}]" for j in range(node.size))
             largest = ", ".join(f"_nn_e[{j + 1}]" for j in range(node.size))
-            return f"list_transform(list_zip({columns}), lambda _nn_e: greatest({largest}))"
+            return f"list_transform(list_zip({strided(x, node.size)}), lambda _nn_e: greatest({largest}))"
         window = f"{x}[_nn_q * {node.size} + 1 : (_nn_q + 1) * {node.size}]"
         return f"list_transform(range({self.graph.size_of(node.name)}), lambda _nn_q: list_max({window}))"
 
