@@ -49,7 +49,6 @@ DUPLICATE_BELOW = 200  # characters: a value read twice is bound only when its e
 def bound_values(graph: ir.Graph, refs: dict[str, str]) -> list[str]:
     """The graph's nodes that get a name of their own, in graph order. A fused value read twice is
     written out twice when its element is a short expression (a binding costs more than that)."""
-    nodes = {node.name: node for node in graph.nodes}
     readers: Counter[str] = Counter(name for node in graph.nodes for name in node.inputs)
     must: set[str] = {graph.output}
     for node in graph.nodes:
@@ -72,7 +71,7 @@ def bound_values(graph: ir.Graph, refs: dict[str, str]) -> list[str]:
         if not fusable(node) or node.name in must or shared:
             bound.append(node.name)
             elements.refs[node.name] = node.name  # later expansions read it, as the macro will
-    return [name for name in bound if name in nodes]
+    return bound
 
 
 class Elements:
