@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.pg_paths import time_both_paths
+from bench.pg_paths import time_postgres_paths
 from bench.scoring import RESULTS, bench_rows, best_seconds
 
 
@@ -50,7 +50,7 @@ def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
             store.load_test_data(name, images.reshape(len(images), -1), np.zeros(len(images), dtype=np.int64))
             store.con.commit()
 
-        seconds = time_both_paths(
+        seconds = time_postgres_paths(
             store,
             model_path,
             "cnn",

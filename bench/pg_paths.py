@@ -1,4 +1,4 @@
-"""Shared by the benchmarks: export one model to PostgreSQL as PL/pgSQL and as the PL/Python fast path,
+"""Shared by the benchmarks: export one model to PostgreSQL with each kernel (PL/pgSQL, cube, PL/Python)
 and time a scoring query on each."""
 
 from __future__ import annotations
@@ -15,22 +15,23 @@ def fetch_all(connection: Any, query: str) -> list:
     return connection.execute(query).fetchall()
 
 
-def time_both_paths(
+def time_postgres_paths(
     store: Any,
     model_path: Path,
     base: str,
     query: Callable[[str], str],
     load: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
-    """Seconds of `query(name)` for the model exported as `base` (PL/pgSQL) and `base_fast` (PL/Python);
-    `load(name)` prepares the rows after each export. A path the server cannot take is skipped, said so."""
+    """Seconds of `query(name)` for the model exported as `base_<kernel>` with each PostgreSQL kernel;
+    `load(name)` prepares the rows after each export. A kernel the server cannot run is skipped, said so."""
     from export.errors import ExportError
     from export.pipeline import ExportRequest, prepare, publish
     from export.postgres.generator import CAPABILITIES
 
     seconds = {}
-    for name, fast in ((base, False), (f"{base}_fast", True)):
-        store.fast_path = fast
+    for kernel in ("plpgsql", "cube", "plpython"):
+        name = f"{base}_{kernel}"
+        store.requested_kernel = kernel
         request = ExportRequest(model_path=model_path, name=name, sample_rows=5)
         try:
             publish(store, request, prepare(request, CAPABILITIES), "postgres")
@@ -39,6 +40,5 @@ def time_both_paths(
             continue
         if load is not None:
             load(name)
-        label = "postgres_plpython" if fast else "postgres_plpgsql"
-        seconds[label] = best_seconds(partial(fetch_all, store.con, query(name)), 1)
+        seconds[f"postgres_{kernel}"] = best_seconds(partial(fetch_all, store.con, query(name)), 1)
     return seconds

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.pg_paths import time_both_paths
+from bench.pg_paths import time_postgres_paths
 from bench.scoring import RESULTS, best_seconds
 
 GOAL_DUCKDB_MS = 5.0  # per event with ~100 real particles
@@ -64,7 +64,7 @@ def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -
         for row, (p, h) in enumerate(zip(particles, hlf, strict=True)):
             store.con.execute("INSERT INTO events VALUES (%s, %s, %s)", [row, p.ravel().tolist(), h.tolist()])
         store.con.commit()
-        seconds = time_both_paths(
+        seconds = time_postgres_paths(
             store, model_path, "ic", lambda name: f"SELECT id, {name}.score(gru_input, hlf_input) FROM events"
         )
         store.close()

@@ -19,6 +19,7 @@ TARGET_MODULES = (
     "export.oracle.generator",
     "export.postgres.generator",
     "export.postgres.plpython",
+    "export.postgres.cube",
     "export.onnx.capabilities",
 )
 

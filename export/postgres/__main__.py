@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from export import cli
 from export.pipeline import prepare, publish
 from export.postgres.generator import CAPABILITIES
+from export.postgres.kernels import CHOICES
 
 DESCRIPTION = """\
 Compile a trained Keras classifier into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
-scoring runs as PL/pgSQL functions in the schema NAME: no extension, no superuser (managed PostgreSQL
-works):
+scoring runs as functions in the schema NAME, with no superuser (managed PostgreSQL works):
 
   SELECT NAME.score(features) FROM images;          -- predicted class index
   SELECT NAME.predict_proba(features) FROM images;  -- class probabilities (float8[])
   SELECT NAME.label(features) FROM images;          -- predicted class label
+  SELECT * FROM NAME.score_table('images', 'id', 'features');  -- (id, score, probabilities) per row
+
+--kernel chooses how products are computed (default auto: the fastest this role may use):
+  plpython  numpy in the server: fastest; plpython3u needs a superuser and numpy on the server
+  cube      the trusted contrib extension cube (C distances): any role with CREATE on the database
+  plpgsql   plain PL/pgSQL loops: needs nothing
+The kernel used is printed and stored in nnsql.models.kernel.
 
 The connection comes from --dsn (a libpq URI or key=value string) and the standard PG* variables
 (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ~/.pgpass); keep passwords out of the command line.
@@ -38,12 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         "--grant-script", action="store_true", help="print the least-privilege grant script and exit"
     )
     parser.add_argument(
-        "--fast-path",
-        choices=["plpython"],
-        help="score with PL/Python + numpy instead of PL/pgSQL: needs the plpython3u extension "
-        "(created by a superuser, who must run the export) and numpy in the server's Python",
+        "--kernel",
+        choices=CHOICES,
+        default="auto",
+        help="how products are computed: auto (default: the fastest usable), plpython, cube or plpgsql",
     )
+    # The option of earlier releases, kept working: `--fast-path plpython` is `--kernel plpython`.
+    parser.add_argument("--fast-path", choices=["plpython"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    kernel = args.fast_path or args.kernel
 
     def body() -> int:
         from export.names import check_model_name
@@ -57,17 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         request = cli.request_from(args)
         if args.grant_to:
             check_model_name(args.grant_to, what="role name")
-        from export.postgres.plpython import CAPABILITIES as FAST
+        from export.postgres.cube import CAPABILITIES as CUBE
+        from export.postgres.plpython import CAPABILITIES as PLPYTHON
 
-        prepared = prepare(request, FAST if args.fast_path else CAPABILITIES)
-        store = PostgresStore(
-            args.dsn, progress=not args.quiet, grant_to=args.grant_to, fast_path=bool(args.fast_path)
-        )
+        capabilities = {"plpython": PLPYTHON, "cube": CUBE}.get(kernel, CAPABILITIES)
+        prepared = prepare(request, capabilities)
+        store = PostgresStore(args.dsn, progress=not args.quiet, grant_to=args.grant_to, kernel=kernel)
         try:
             record = publish(store, request, prepared, CAPABILITIES.target)
         finally:
             store.close()
         cli.report(record, store.where)
+        print(f"  kernel: {store.kernel}" + (" (chosen by --kernel auto)" if kernel == "auto" else ""))
         return 0
 
     return cli.run(body)

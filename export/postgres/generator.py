@@ -60,11 +60,11 @@ def raise_if(condition: str, message: str, errcode: str, *arguments: str) -> str
 class PostgresGenerator:
     """Walks an IR graph; one `emit_<Kind>` method per supported node kind returns a statement."""
 
-    def __init__(self, graph: ir.Graph, name: str, version: int, *, fast_path: bool = False) -> None:
+    def __init__(self, graph: ir.Graph, name: str, version: int, *, plpython: bool = False) -> None:
         self.graph = graph
         self.name = name
         self.version = version
-        self.fast_path = fast_path
+        self.plpython = plpython
 
     def weighted(self, node: ir.Dense | ir.PatchDense, function: str, x: str, *sizes: int) -> str:
         """`v := nnsql.<function>(x, kernel, bias, sizes..., activation)`; an activation the library
@@ -74,9 +74,14 @@ class PostgresGenerator:
         arguments = [x, weight_variable(node, "kernel"), bias, *map(str, sizes)]
         arguments.append(literal(node.activation if library else "linear"))
         statement = f"{self.var(node.name)} := nnsql.{function}({', '.join(arguments)});"
-        return (
-            statement if library else f"{statement}\n    {elementwise(self.var(node.name), node.activation)}"
-        )
+        return statement if library else f"{statement}\n    {self.activate(node)}"
+
+    def activate(self, node: ir.Dense | ir.PatchDense | ir.ActivationNode) -> str:
+        """The node's activation applied in place to its value: the library's or the formula's."""
+        if node.activation in LIBRARY_ACTIVATIONS:
+            variable = self.var(node.name)
+            return f"{variable} := nnsql.activate({variable}, {literal(node.activation)});"
+        return elementwise(self.var(node.name), node.activation)
 
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
         return self.weighted(node, "dense", x, node.units)
@@ -147,10 +152,20 @@ class PostgresGenerator:
     def var(self, name: str) -> str:
         return value_variable(name, self.graph)
 
-    def tensors(self) -> Iterator[tuple[str, str]]:
+    def weights_to_load(self) -> Iterator[tuple[ir.Node, str]]:
+        """(node, role) of every weight the body reads from nnsql.tensors."""
         for node in self.graph.all_nodes():
             for role, _ in node.weights():
-                yield literal(f"{node.name}.{role}"), weight_variable(node, role)
+                yield node, role
+
+    def loads(self) -> Iterator[str]:
+        """The statements that read the weights at the start of each call."""
+        for node, role in self.weights_to_load():
+            yield (
+                f"SELECT value INTO {weight_variable(node, role)} FROM nnsql.tensors\n"
+                f"     WHERE model = {literal(self.name)} AND version = {self.version} "
+                f"AND tensor = {literal(f'{node.name}.{role}')};"
+            )
 
     def variables(self) -> Iterator[str]:
         yield "nn_bad_index bigint"  # the index of a NaN or infinite feature, if any
@@ -177,10 +192,7 @@ class PostgresGenerator:
             # '[0:783]={...}' keeps its bounds and the kernels index from 1: a slice renumbers from 1
             renumbered = f"{x}[array_lower({x}, 1):array_upper({x}, 1)]"
             yield f"IF array_lower({x}, 1) <> 1 THEN {x} := {renumbered}; END IF;"
-            yield (
-                f"SELECT t.i - 1 INTO nn_bad_index FROM unnest({x}) WITH ORDINALITY AS t(e, i) "
-                "WHERE t.e = 'NaN' OR t.e = 'Infinity' OR t.e = '-Infinity' LIMIT 1;"
-            )
+            yield f"nn_bad_index := nnsql.first_nonfinite({x});"
             yield raise_if(
                 "nn_bad_index IS NOT NULL", errors.nonfinite + "%", "data_exception", "nn_bad_index"
             )
@@ -201,14 +213,15 @@ class PostgresGenerator:
             sha256=self.graph.sha256(),
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
             arguments=", ".join(spec.name for spec in self.graph.inputs),
+            single_input=len(self.graph.inputs) == 1,
             variables=list(self.variables()),
             checks=[wrap_line(check) for check in self.checks()],
-            tensors=list(self.tensors()),
-            # the PL/pgSQL body, or the PL/Python one on the fast path (which compiles more node kinds)
-            statements=[] if self.fast_path else [wrap(self.statement(n)) for n in self.graph.nodes],
+            loads=[] if self.plpython else list(self.loads()),
+            # the PL/pgSQL body, or the PL/Python one
+            statements=[] if self.plpython else [wrap(self.statement(n)) for n in self.graph.nodes],
             output=self.var(self.graph.output),
             plpython_body=PlPythonGenerator(self.graph, self.name, self.version).body()
-            if self.fast_path
+            if self.plpython
             else "",
         )
 

@@ -17,7 +17,9 @@ from tqdm import tqdm
 from export import ir
 from export.errors import ExportError
 from export.pipeline import VersionRecord
-from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+from export.postgres import kernels
+from export.postgres.cube import CubeGenerator
+from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script, template
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 
@@ -71,13 +73,25 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
             yield f"{node.name}.{role}", weights.array
 
 
+# Unit u's chunk c of the flat (units × n) shifted kernel becomes one cube point, unit-major.
+INSERT_POINTS = """
+INSERT INTO nnsql.cube_tensors (model, version, tensor, chunk, shift, norms, points)
+SELECT %(model)s, %(version)s, %(tensor)s, %(chunk)s, %(shift)s, %(norms)s,
+       ARRAY(SELECT {}(v[u * %(n)s + c * %(chunk)s + 1:u * %(n)s + least((c + 1) * %(chunk)s, %(n)s)])
+               FROM generate_series(0, %(units)s - 1) AS u, generate_series(0, %(chunks)s - 1) AS c
+              ORDER BY u, c)
+  FROM (SELECT %(vectors)s::float8[] AS v) AS t
+"""
+
+
 class PostgresStore:
     target = "postgres"
 
     def __init__(
-        self, dsn: str, *, progress: bool = True, grant_to: str | None = None, fast_path: bool = False
+        self, dsn: str, *, progress: bool = True, grant_to: str | None = None, kernel: str = "auto"
     ) -> None:
-        self.fast_path = fast_path
+        self.requested_kernel = kernel
+        self.kernel = ""  # the one installed, chosen inside the export's transaction
         self.where = describe(dsn)
         self.progress = progress
         self.grant_to = grant_to
@@ -120,9 +134,42 @@ class PostgresStore:
                 "VALUES (%s, %s, %s, %s, 'as in Keras, row-major', %s::real[])",
                 [name, version, tensor, list(array.shape), array.ravel().tolist()],
             )
-        self.con.execute(PostgresGenerator(graph, name, version, fast_path=self.fast_path).render())
+        self.kernel = kernels.choose(self.con, self.requested_kernel)
+        self.con.execute(self.generator(name, version, graph).render())
         if self.grant_to:
             self.con.execute(grant_script(name, sql.Identifier(self.grant_to).as_string(self.con)))
+
+    def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
+        """The chosen kernel's generator; the cube kernel first installs its runtime and points."""
+        if self.kernel != "cube":
+            return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
+        schema_name = kernels.cube_schema(self.con)
+        schema = sql.Identifier(schema_name).as_string(self.con)
+        library = template("library_cube.sql.j2")
+        self.con.execute(library.render(cube_schema=schema))  # type: ignore[attr-defined]
+        for node in graph.all_nodes():
+            if isinstance(node, ir.Dense):
+                self.install_points(name, version, node, schema_name)
+        return CubeGenerator(graph, name, version, cube_schema=schema)
+
+    def install_points(self, name: str, version: int, node: ir.Dense, cube_schema: str) -> None:
+        """The node's kernel as shifted cube points (kernels.CubeKernel), built in the server."""
+        layout = kernels.cube_kernel(node.kernel.array)
+        self.con.execute(
+            sql.SQL(INSERT_POINTS).format(sql.Identifier(cube_schema, "cube")),
+            {
+                "model": name,
+                "version": version,
+                "tensor": f"{node.name}.kernel",
+                "chunk": layout.chunk,
+                "shift": layout.shift,
+                "norms": layout.norms.tolist(),
+                "n": layout.inputs,
+                "units": layout.units,
+                "chunks": layout.chunks,
+                "vectors": layout.vectors.ravel().tolist(),
+            },
+        )
 
     def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         n_rows = len(next(iter(inputs.values())))
@@ -148,7 +195,7 @@ class PostgresStore:
 
     def record(self, record: VersionRecord) -> None:
         self.con.execute("UPDATE nnsql.models SET active = false WHERE name = %s", [record.name])
-        row = record.registry_row()
+        row = {**record.registry_row(), "kernel": self.kernel}
         self.con.execute(
             sql.SQL("INSERT INTO nnsql.models ({}) VALUES ({})").format(
                 sql.SQL(", ").join(sql.Identifier(column) for column in row),

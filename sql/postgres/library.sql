@@ -60,6 +60,13 @@ BEGIN
 END
 $fn$;
 
+-- 0-based index of the first NaN or infinity in x, or NULL. array_position runs in C, and PostgreSQL's
+-- float equality finds NaN too.
+CREATE OR REPLACE FUNCTION nnsql.first_nonfinite(x float8[])
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+    SELECT least(array_position(x, 'NaN'), array_position(x, 'Infinity'), array_position(x, '-Infinity')) - 1
+$fn$;
+
 -- Index of the largest value (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$

@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS nnsql.models (
     parity_sample_source     text        NOT NULL,
     PRIMARY KEY (name, version)
 );
+-- How the version computes its products: plpgsql, cube or plpython (export/postgres/kernels.py).
+ALTER TABLE nnsql.models ADD COLUMN IF NOT EXISTS kernel text;
 
 -- One row per constant tensor, flattened row-major as in Keras (Dense kernel: inputs x units).
 CREATE TABLE IF NOT EXISTS nnsql.tensors (
@@ -30,3 +32,6 @@ CREATE TABLE IF NOT EXISTS nnsql.tensors (
     value    real[]    NOT NULL,
     PRIMARY KEY (model, version, tensor)
 );
+-- Out of line and uncompressed: scoring functions read whole tensors on every call, and decompressing
+-- costs more than fetching (measured on MNIST's 784 x 100 kernel).
+ALTER TABLE nnsql.tensors ALTER COLUMN value SET STORAGE EXTERNAL;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.export.executors import (
+    CubeExecutor,
     DuckDBExecutor,
     OnnxExecutor,
     OracleScriptExecutor,
@@ -17,6 +18,7 @@ DATABASES = [
     pytest.param("duckdb", marks=pytest.mark.duckdb),
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("postgres+plpython", marks=pytest.mark.postgres),
+    pytest.param("postgres+cube", marks=pytest.mark.postgres),
 ]
 
 
@@ -27,7 +29,9 @@ def executor(kind: str, request, tmp_path):
         return OracleScriptExecutor(tmp_path)
     if kind == "onnx":
         return OnnxExecutor(tmp_path)
-    executor_class = PlPythonExecutor if kind == "postgres+plpython" else PostgresExecutor
+    executor_class = {"postgres+plpython": PlPythonExecutor, "postgres+cube": CubeExecutor}.get(
+        kind, PostgresExecutor
+    )
     return executor_class(request.getfixturevalue("postgres_dsn"))
 
 

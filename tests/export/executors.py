@@ -76,9 +76,11 @@ class DuckDBExecutor:
 
 
 class PostgresExecutor:
+    """The PostgreSQL target with plain PL/pgSQL (chosen explicitly: auto would pick PL/Python here)."""
+
     target = "postgres"
     error = psycopg.Error
-    options: tuple[str, ...] = ()
+    options: tuple[str, ...] = ("--kernel", "plpgsql")
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -129,7 +131,14 @@ class PlPythonExecutor(PostgresExecutor):
     """The PostgreSQL target with the PL/Python + numpy fast path (the fixture's role is a superuser)."""
 
     target = "postgres+plpython"
-    options = ("--fast-path", "plpython")
+    options = ("--kernel", "plpython")
+
+
+class CubeExecutor(PostgresExecutor):
+    """The PostgreSQL target with the cube kernel (the trusted extension's C distances)."""
+
+    target = "postgres+cube"
+    options = ("--kernel", "cube")
 
 
 class OracleScriptExecutor:

@@ -18,10 +18,18 @@ def test_plpgsql_matches_golden_text():
     [(tiny_graph, "plpython_tiny.sql"), (tiny_recurrent_graph, "plpython_tiny_recurrent.sql")],
 )
 def test_plpython_matches_golden_text(graph, golden):
-    check_golden(PostgresGenerator(graph(), "tiny", 3, fast_path=True).render(), golden)
+    check_golden(PostgresGenerator(graph(), "tiny", 3, plpython=True).render(), golden)
 
 
 def test_generated_plpgsql_lines_stay_readable():
     text = PostgresGenerator(tiny_graph(), "tiny", 3).render()
     # 110 columns where brackets and spaces allow; an error message literal is never split, so a little more
     assert max(len(line) for line in text.splitlines()) <= 130
+
+
+def test_cube_kernel_matches_golden_text():
+    from export.postgres.cube import CubeGenerator
+
+    check_golden(
+        CubeGenerator(tiny_graph(), "tiny", 3, cube_schema="nnsql").render(), "postgres_cube_tiny.sql"
+    )

@@ -68,10 +68,10 @@ def test_duckdb_scores_the_inclusive_classifier(classifier_path, tmp_path):
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("options", [(), ("--fast-path", "plpython")], ids=["plpgsql", "plpython"])
-def test_postgres_scores_the_inclusive_classifier(classifier_path, postgres_dsn, options):
+@pytest.mark.parametrize("kernel", ["plpgsql", "plpython", "cube"])
+def test_postgres_scores_the_inclusive_classifier(classifier_path, postgres_dsn, kernel):
     base = ["--model", str(classifier_path), "--dsn", postgres_dsn, "--name", "ic", "--quiet"]
-    assert export_postgres([*base, "--sample-rows", "10", *options]) == 0
+    assert export_postgres([*base, "--sample-rows", "10", "--kernel", kernel]) == 0
     particles, hlf = models.padded_events(3, seed=2)
     with psycopg.connect(postgres_dsn) as con:
         rows = [

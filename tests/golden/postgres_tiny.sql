@@ -26,8 +26,7 @@ BEGIN
     USING ERRCODE = 'null_value_not_allowed'; END IF;
     IF array_lower(features, 1) <> 1 THEN features := features[array_lower(features, 1):array_upper(features, 1)];
     END IF;
-    SELECT t.i - 1 INTO nn_bad_index FROM unnest(features) WITH ORDINALITY AS t(e, i) WHERE t.e = 'NaN' OR t.e = 'Infinity'
-    OR t.e = '-Infinity' LIMIT 1;
+    nn_bad_index := nnsql.first_nonfinite(features);
     IF nn_bad_index IS NOT NULL THEN RAISE EXCEPTION 'tiny.predict_proba: features holds NaN or infinity at 0-based index %',
     nn_bad_index USING ERRCODE = 'data_exception'; END IF;
     SELECT value INTO w_hidden_kernel FROM nnsql.tensors
@@ -64,6 +63,20 @@ CREATE OR REPLACE FUNCTION tiny.label(features float8[])
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(features) + 1]
+$fn$;
+
+-- Every row of a table (or view): (id as text, predicted class index, probabilities). SECURITY INVOKER:
+-- it reads the table with the caller's privileges. Names are quoted (format %I), the table is a regclass.
+-- OFFSET 0 keeps the subquery whole, so predict_proba runs once per row, not once per use of p.
+CREATE OR REPLACE FUNCTION tiny.score_table(source regclass, id_column text, features_column text)
+RETURNS TABLE (id text, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'SELECT s.i::text, nnsql.argmax(s.p), s.p FROM '
+        '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
+        id_column, features_column, source);
+END
 $fn$;
 
 CREATE OR REPLACE FUNCTION tiny.version()
