@@ -53,6 +53,7 @@ def test_grant_script_is_printed(capsys, cern_mlp_path):
     script = capsys.readouterr().out
     assert "GRANT USAGE ON SCHEMA mnist TO app;" in script
     assert "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA mnist TO app;" in script
+    assert "CREATE EXTENSION IF NOT EXISTS cube;" in script  # the extension a DBA may have to allow
 
 
 def test_test_data_loads_and_scores_in_sql(postgres_dsn, digits_model):

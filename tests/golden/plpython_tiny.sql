@@ -66,13 +66,14 @@ $fn$;
 
 -- Every row of a table (or view): (id as text, predicted class index, probabilities). SECURITY INVOKER:
 -- it reads the table with the caller's privileges. Names are quoted (format %I), the table is a regclass.
--- OFFSET 0 keeps the subquery whole, so predict_proba runs once per row, not once per use of p.
+-- OFFSET 0 keeps the subquery whole, so predict_proba runs once per row, not once per use of p; the
+-- argmax is written out because the caller needs no access to schema nnsql.
 CREATE OR REPLACE FUNCTION tiny.score_table(source regclass, id_column text, features_column text)
 RETURNS TABLE (id text, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format(
-        'SELECT s.i::text, nnsql.argmax(s.p), s.p FROM '
+        'SELECT s.i::text, array_position(s.p, (SELECT max(e) FROM unnest(s.p) AS e)) - 1, s.p FROM '
         '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
         id_column, features_column, source);
 END

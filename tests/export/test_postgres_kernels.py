@@ -1,0 +1,125 @@
+"""PostgreSQL kernels against the real server: a role without superuser exports and scores with the cube
+kernel, the cube algebra's error bound holds on large inputs, score_table, and kernel errors."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import psycopg
+import pytest
+
+from export.postgres.__main__ import main as export_postgres
+from export.postgres.kernels import UNIT_ROUNDOFF, dot_error_bound
+from tests import models
+from tests.export.executors import TEST_SAMPLE_ROWS
+
+pytestmark = pytest.mark.postgres
+
+
+def export(dsn: str, model, name: str, *extra: str) -> int:
+    arguments = ["--model", str(model), "--dsn", dsn, "--name", name, "--quiet", *TEST_SAMPLE_ROWS]
+    return export_postgres([*arguments, *extra])
+
+
+@pytest.fixture
+def owner_dsn(postgres_server, postgres_dsn) -> str:
+    """An ordinary role with CREATE on the test database, as on a managed service: no superuser."""
+    dbname = psycopg.conninfo.conninfo_to_dict(postgres_dsn)["dbname"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute("DROP ROLE IF EXISTS app_owner")
+        admin.execute("CREATE ROLE app_owner LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
+        admin.execute(f"GRANT CREATE ON DATABASE {dbname} TO app_owner")
+    yield postgres_server.dsn(dbname, user="app_owner")
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP OWNED BY app_owner CASCADE; REVOKE ALL ON DATABASE {dbname} FROM app_owner")
+
+
+def registry(dsn: str, name: str) -> list[tuple]:
+    with psycopg.connect(dsn) as con:
+        return con.execute(
+            "SELECT version, kernel, active FROM nnsql.models WHERE name = %s ORDER BY version", [name]
+        ).fetchall()
+
+
+def scores(dsn: str, name: str, x: np.ndarray) -> np.ndarray:
+    with psycopg.connect(dsn) as con:
+        rows = [con.execute(f"SELECT {name}.predict_proba(%s)", [r.tolist()]).fetchone()[0] for r in x]
+    return np.array(rows, dtype=np.float64)
+
+
+def test_role_without_superuser_scores_with_cube(owner_dsn, cern_mlp_path, capsys):
+    with psycopg.connect(owner_dsn) as con:
+        assert con.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (
+            False,
+        )
+    assert export(owner_dsn, cern_mlp_path, "mnist") == 0
+    assert "kernel: cube (chosen by --kernel auto)" in capsys.readouterr().out
+    assert registry(owner_dsn, "mnist") == [(1, "cube", True)]
+    with psycopg.connect(owner_dsn) as con:
+        extensions = {row[0] for row in con.execute("SELECT extname FROM pg_extension").fetchall()}
+        language = con.execute(
+            "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+            "WHERE p.oid = 'mnist.predict_proba(float8[])'::regprocedure"
+        ).fetchone()[0]
+    assert "cube" in extensions and "plpython3u" not in extensions and language == "plpgsql"
+    x = np.random.default_rng(3).random((40, 784))
+    expected = keras.saving.load_model(cern_mlp_path).predict(x.astype(np.float32), verbose=0)
+    assert np.abs(scores(owner_dsn, "mnist", x) - expected).max() <= 1e-5
+
+
+def test_kernel_the_role_cannot_use_is_one_line_and_keeps_the_previous_version(
+    owner_dsn, cern_mlp_path, capsys
+):
+    assert export(owner_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
+    capsys.readouterr()
+    assert export(owner_dsn, cern_mlp_path, "mnist", "--kernel", "plpython") == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--kernel plpython cannot run here" in error and "superuser" in error
+    assert registry(owner_dsn, "mnist") == [(1, "cube", True)]
+    assert scores(owner_dsn, "mnist", np.full((1, 784), 0.5)).shape == (1, 10)
+
+
+def test_cube_products_stay_within_the_stated_bound_on_large_inputs(postgres_dsn, tmp_path):
+    """±1e3 inputs against float64 numpy: the cube algebra's rounding stays under dot_error_bound."""
+    keras.utils.set_random_seed(5)
+    inputs = keras.Input(shape=(784,), name="features")
+    model = keras.Model(inputs, keras.layers.Dense(10, name="logits")(inputs))
+    path = models.save(model, tmp_path / "linear")
+    assert export(postgres_dsn, path, "linear", "--kernel", "cube") == 0
+    kernel, bias = (np.asarray(w, dtype=np.float64) for w in model.get_layer("logits").get_weights())
+    x = np.random.default_rng(4).uniform(-1e3, 1e3, (30, 784))
+    exact = x @ kernel + bias
+    error = np.abs(scores(postgres_dsn, "linear", x) - exact)
+    bound = dot_error_bound(x, kernel) + 4 * UNIT_ROUNDOFF * np.abs(exact)  # plus the bias addition
+    assert registry(postgres_dsn, "linear")[0][1] == "cube"
+    assert np.all(error <= bound), f"max error/bound {np.max(error / bound):.2f}"
+    assert bound.max() < 1e-4 * np.abs(exact).mean()  # the bound itself says something
+
+
+def test_score_table_scores_every_row_as_the_caller(postgres_server, postgres_dsn, cern_mlp_path):
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
+    x = np.random.default_rng(6).random((12, 784))
+    table, id_column, features = '"Images; DROP TABLE x"', 'Row "id"', "pixels')--"
+    dbname = psycopg.conninfo.conninfo_to_dict(postgres_dsn)["dbname"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as con:
+        con.execute(f'CREATE TABLE {table} ("Row ""id""" integer, "pixels\')--" real[])')
+        for i, row in enumerate(x):
+            con.execute(f"INSERT INTO {table} VALUES (%s, %s)", [i, row.tolist()])
+        rows = con.execute(
+            "SELECT id, score, probabilities FROM mnist.score_table(%s, %s, %s) ORDER BY id::integer",
+            [table, id_column, features],
+        ).fetchall()
+        single = [
+            con.execute("SELECT mnist.score(%s)", [r.astype(np.float32).tolist()]).fetchone()[0] for r in x
+        ]
+        con.execute("DROP ROLE IF EXISTS reader; CREATE ROLE reader LOGIN")
+        con.execute(
+            "GRANT USAGE ON SCHEMA mnist TO reader; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA mnist TO reader"
+        )
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            con.execute("SELECT * FROM mnist.score_table(%s, 'id', 'no such')", [table])
+    assert [r[0] for r in rows] == [str(i) for i in range(12)]
+    assert [r[1] for r in rows] == single
+    with psycopg.connect(postgres_server.dsn(dbname, user="reader")) as reader:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for table"):
+            reader.execute("SELECT * FROM mnist.score_table(%s, %s, %s)", [table, id_column, features])
