@@ -214,6 +214,8 @@ class PostgresGenerator:
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
             arguments=", ".join(spec.name for spec in self.graph.inputs),
             single_input=len(self.graph.inputs) == 1,
+            # what calls predict_proba may run in a parallel worker only if predict_proba may
+            parallel="UNSAFE" if self.plpython else "SAFE",
             variables=list(self.variables()),
             checks=[wrap_line(check) for check in self.checks()],
             loads=[] if self.plpython else list(self.loads()),

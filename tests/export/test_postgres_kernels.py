@@ -120,6 +120,33 @@ def test_score_table_scores_every_row_as_the_caller(postgres_server, postgres_ds
             con.execute("SELECT * FROM mnist.score_table(%s, 'id', 'no such')", [table])
     assert [r[0] for r in rows] == [str(i) for i in range(12)]
     assert [r[1] for r in rows] == single
-    with psycopg.connect(postgres_server.dsn(dbname, user="reader")) as reader:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for table"):
-            reader.execute("SELECT * FROM mnist.score_table(%s, %s, %s)", [table, id_column, features])
+    denied = pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for table")
+    with psycopg.connect(postgres_server.dsn(dbname, user="reader")) as reader, denied:
+        reader.execute("SELECT * FROM mnist.score_table(%s, %s, %s)", [table, id_column, features])
+
+
+@pytest.mark.parametrize("kernel", ["plpgsql", "cube", "plpython"])
+def test_every_kernel_scores_under_a_parallel_plan(postgres_dsn, cern_mlp_path, kernel):
+    """Big tables get parallel plans; PL/Python's plpy.execute cannot run in a parallel worker."""
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", kernel) == 0
+    x = np.random.default_rng(8).random((64, 784))
+    with psycopg.connect(postgres_dsn) as con:
+        con.execute(
+            "CREATE TABLE images AS SELECT i AS id, %s::float8[] AS features FROM generate_series(1, 0) i",
+            [[0.0]],
+        )
+        for i, row in enumerate(x):
+            con.execute("INSERT INTO images VALUES (%s, %s)", [i, row.tolist()])
+        con.execute("ANALYZE images")
+        for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size"):
+            con.execute(f"SET {setting} = 0")
+        con.execute("SET max_parallel_workers_per_gather = 2")
+        query = "SELECT id, mnist.score(features) FROM images ORDER BY id"
+        plan = "\n".join(row[0] for row in con.execute(f"EXPLAIN {query}").fetchall())
+        scored = [row[1] for row in con.execute(query).fetchall()]
+        table = con.execute("SELECT count(*) FROM mnist.score_table('images', 'id', 'features')").fetchone()[
+            0
+        ]
+    expected = keras.saving.load_model(cern_mlp_path).predict(x.astype(np.float32), verbose=0).argmax(1)
+    assert scored == expected.tolist() and table == 64
+    assert ("Gather" in plan) == (kernel != "plpython")  # PL/Python's functions keep the plan serial

@@ -5,9 +5,10 @@ CREATE SCHEMA IF NOT EXISTS tiny;
 
 
 -- Class probabilities: the PL/Python + numpy fast path (plpython3u: created by a superuser).
+-- PARALLEL UNSAFE: plpy.execute opens a subtransaction, which no process of a parallel query may.
 CREATE EXTENSION IF NOT EXISTS plpython3u;
 CREATE OR REPLACE FUNCTION tiny.predict_proba(features float8[])
-RETURNS float8[] LANGUAGE plpython3u STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS float8[] LANGUAGE plpython3u STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
 import numpy as np
 
@@ -43,7 +44,7 @@ $fn$;
 
 -- Predicted class index (0-based).
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
-RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS integer LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(features))
 $fn$;
@@ -59,7 +60,7 @@ $fn$;
 
 -- Predicted class label.
 CREATE OR REPLACE FUNCTION tiny.label(features float8[])
-RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS text LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(features) + 1]
 $fn$;
@@ -69,7 +70,7 @@ $fn$;
 -- OFFSET 0 keeps the subquery whole, so predict_proba runs once per row, not once per use of p; the
 -- argmax is written out because the caller needs no access to schema nnsql.
 CREATE OR REPLACE FUNCTION tiny.score_table(source regclass, id_column text, features_column text)
-RETURNS TABLE (id text, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
+RETURNS TABLE (id text, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format(

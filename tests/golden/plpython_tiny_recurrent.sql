@@ -5,9 +5,10 @@ CREATE SCHEMA IF NOT EXISTS tiny;
 
 
 -- Class probabilities: the PL/Python + numpy fast path (plpython3u: created by a superuser).
+-- PARALLEL UNSAFE: plpy.execute opens a subtransaction, which no process of a parallel query may.
 CREATE EXTENSION IF NOT EXISTS plpython3u;
 CREATE OR REPLACE FUNCTION tiny.predict_proba(sequence float8[], extra float8[])
-RETURNS float8[] LANGUAGE plpython3u STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS float8[] LANGUAGE plpython3u STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
 import numpy as np
 
@@ -76,7 +77,7 @@ $fn$;
 
 -- Predicted class index (0-based).
 CREATE OR REPLACE FUNCTION tiny.score(sequence float8[], extra float8[])
-RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS integer LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(sequence, extra))
 $fn$;
@@ -92,7 +93,7 @@ $fn$;
 
 -- Predicted class label.
 CREATE OR REPLACE FUNCTION tiny.label(sequence float8[], extra float8[])
-RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS text LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(sequence, extra) + 1]
 $fn$;
