@@ -17,6 +17,11 @@ def worker_count() -> int:
     return len(tf_config().get("cluster", {}).get("worker", [])) or 1
 
 
+def worker_index() -> int:
+    """This process's index among the workers (0 for a lone process)."""
+    return int(tf_config().get("task", {}).get("index", 0))
+
+
 def is_chief() -> bool:
     """Worker 0 is the chief (no separate 'chief' task is used); a lone process is its own chief."""
     task = tf_config().get("task", {})

@@ -22,7 +22,6 @@ import numpy as np
 
 PARTICLES, PARTICLE_FEATURES, HLF_FEATURES, CLASSES = 801, 19, 14, 3
 CLASS_NAMES = ("W+jets", "QCD", "ttbar")
-READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
 
 
 def synthetic_event(generator: np.random.Generator, label: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,22 +78,25 @@ def parse(record):
     return {"GRU_input": parsed["GRU_input"], "HLF_input": parsed["HLF_input"]}, parsed["encoded_label"]
 
 
-def dataset(pattern: str, batch_size: int, *, shuffle: bool = True, cache: bool = True, seed: int = 0):
-    """Parallel interleave over files, parallel parse, cache, shuffle, batch, prefetch. `pattern` is a glob
-    on a local or shared file system (object storage is not supported yet: TensorFlow has no s3://)."""
+def dataset(
+    source: str | list[str],
+    batch_size: int,
+    *,
+    shuffle: bool = True,
+    cache: bool = True,
+    seed: int = 0,
+    endpoint: str | None = None,
+    shard: str = "file",
+):
+    """This worker's events: files in parallel, parallel parse, cache, shuffle, batch, prefetch.
+    `source` is a local glob or an s3:// pattern (train/data.py: sharding, staging, endpoints), or the
+    local files `train.data.local_files` already chose."""
     import tensorflow as tf
 
-    if "://" in pattern:
-        raise ValueError(
-            f"{pattern}: object storage URLs are not supported yet; copy the files to a shared disk"
-        )
-    files = tf.data.Dataset.list_files(pattern, shuffle=shuffle, seed=seed)
-    records = files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER),
-        cycle_length=tf.data.AUTOTUNE,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=False,
-    )
+    from train.data import local_files, read_records
+
+    files = local_files(source, endpoint=endpoint, shard=shard) if isinstance(source, str) else source
+    records = read_records(files, shard=shard, shuffle_files=shuffle, seed=seed)
     events = records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if cache:
         events = events.cache()

@@ -6,6 +6,8 @@ by epoch. TensorBoard logs from the chief.
 
     python -m train.hep_data --out data/hep --events 20000
     python -m train.spawn -w 2 train/inclusive_classifier.py -- --data 'data/hep/*.tfrecord'
+    python -m train.spawn -w 2 --env-file s3.env train/inclusive_classifier.py -- \
+        --data 's3://physics/hep/*.tfrecord' --s3-endpoint https://rgw.example.org
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import time
 from pathlib import Path
 
 from train import hep_data
+from train.data import local_files
 from train.distributed import is_chief, make_strategy, train_loop
+from train.objectstore import DataError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -26,7 +30,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m train.inclusive_classifier", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
-        "--data", required=True, help="TFRecord files, a glob on a local or shared file system"
+        "--data",
+        required=True,
+        help="TFRecord files: a local glob, or s3://bucket/prefix/*.tfrecord on any S3-compatible store "
+        "(credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE; train.spawn --env-file)",
+    )
+    parser.add_argument(
+        "--s3-endpoint", help="S3-compatible endpoint URL (Ceph RGW, MinIO, OCI); default AWS_ENDPOINT_URL"
+    )
+    parser.add_argument(
+        "--shard",
+        choices=["file", "data"],
+        default="file",
+        help="how workers split the data: whole files (default; needs ≥ 1 file per worker) or records",
     )
     parser.add_argument(
         "--out", type=Path, default=os.environ.get("NNSQL_OUTPUT_DIR"), help="output directory"
@@ -68,10 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     args = parse_args(argv)
+    try:  # before the strategy: a worker that cannot read its data stops before its peers wait for it
+        files = local_files(args.data, endpoint=args.s3_endpoint, shard=args.shard, progress=not args.quiet)
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     strategy = make_strategy()
     workers = strategy.num_replicas_in_sync
     global_batch = args.batch_size * workers
-    train_ds = hep_data.dataset(args.data, global_batch)
+    train_ds = hep_data.dataset(files, global_batch, shard=args.shard)
     with strategy.scope():
         model = build_model()
         optimizer = keras.optimizers.Adam(args.learning_rate * workers)
@@ -91,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         summary_writer=writer,
     )
     seconds = time.perf_counter() - started
-    evaluation = hep_data.dataset(args.data, 256, shuffle=False, cache=False)
+    evaluation = hep_data.dataset(files, 256, shuffle=False, cache=False, shard=args.shard)
     correct = total = 0
     for features, labels in evaluation:
         predicted = np.asarray(model(features, training=False)).argmax(1)

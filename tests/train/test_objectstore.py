@@ -1,0 +1,168 @@
+"""Training data from object storage against a real S3-protocol server on loopback (tests/s3_server.py):
+listing, sharding, staging that resumes, one-line errors, and the Inclusive Classifier trained from s3://
+with 2 workers through train.spawn. A live test runs against S3_TEST_URL when it is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import boto3
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO
+from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server
+from train import hep_data
+from train.data import local_files, tfrecords
+from train.objectstore import DataError
+from train.spawn import __main__ as spawn
+
+BUCKET = "physics"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    with s3_test_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def hep_objects(endpoint, tmp_path_factory):
+    """Synthetic HEP TFRecords uploaded to s3://physics/hep/ (4 files) and one file to s3://physics/one/."""
+    directory = tmp_path_factory.mktemp("hep_upload")
+    paths = hep_data.write(directory, events=192, files=4, progress=False)
+    s3 = boto3.client("s3", endpoint_url=endpoint, **lowercase(TEST_CREDENTIALS, "region_name"))
+    s3.create_bucket(Bucket=BUCKET)
+    for path in paths:
+        s3.upload_file(str(path), BUCKET, f"hep/{path.name}")
+    s3.upload_file(str(paths[0]), BUCKET, "one/part-00000.tfrecord")
+    s3.put_object(Bucket=BUCKET, Key="hep/README.txt", Body=b"not a record")
+    return {f"hep/{path.name}": path for path in paths}
+
+
+def lowercase(credentials: dict[str, str], region_key: str) -> dict[str, str]:
+    return {
+        "aws_access_key_id": credentials["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": credentials["AWS_SECRET_ACCESS_KEY"],
+        region_key: credentials["AWS_DEFAULT_REGION"],
+    }
+
+
+@pytest.fixture
+def s3_env(endpoint, monkeypatch, tmp_path):
+    for key, value in TEST_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    return tmp_path / "cache"
+
+
+def as_worker(monkeypatch, index: int, workers: int) -> None:
+    cluster = {"worker": [f"localhost:{2000 + i}" for i in range(workers)]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    )
+
+
+def test_each_worker_stages_only_its_own_shard(s3_env, hep_objects, monkeypatch):
+    shards = []
+    for index in (0, 1):
+        as_worker(monkeypatch, index, 2)
+        files = local_files(f"s3://{BUCKET}/hep/*.tfrecord", cache_dir=s3_env, progress=False)
+        shards.append({os.path.relpath(f, s3_env / BUCKET) for f in files})
+    assert shards[0].isdisjoint(shards[1]) and shards[0] | shards[1] == set(hep_objects)
+    for key, original in hep_objects.items():
+        assert (s3_env / BUCKET / key).read_bytes() == original.read_bytes()
+
+
+def test_staging_resumes_and_refetches_what_changed(s3_env, hep_objects, capsys, endpoint):
+    pattern = f"s3://{BUCKET}/hep/*.tfrecord"
+    local_files(pattern, cache_dir=s3_env, progress=False)
+    assert "4 downloaded, 0 already staged" in capsys.readouterr().out
+    local_files(pattern, cache_dir=s3_env, progress=False)
+    assert "0 downloaded, 4 already staged" in capsys.readouterr().out
+    (s3_env / BUCKET / "hep" / "part-00001.tfrecord").write_bytes(b"truncated")
+    local_files(pattern, cache_dir=s3_env, progress=False)
+    assert "1 downloaded, 3 already staged" in capsys.readouterr().out
+    assert (s3_env / BUCKET / "hep" / "part-00001.tfrecord").read_bytes() == hep_objects[
+        "hep/part-00001.tfrecord"
+    ].read_bytes()
+
+
+def test_records_read_from_s3_are_the_uploaded_ones(s3_env, hep_objects):
+    records = list(tfrecords(f"s3://{BUCKET}/hep/*.tfrecord", cache_dir=s3_env, progress=False))
+    expected = [r for path in hep_objects.values() for r in tf.data.TFRecordDataset(str(path))]
+    assert sorted(r.numpy() for r in records) == sorted(r.numpy() for r in expected)
+
+
+def test_shard_by_record_splits_one_file_between_two_workers(s3_env, hep_objects, monkeypatch):
+    pattern = f"s3://{BUCKET}/one/*.tfrecord"
+    as_worker(monkeypatch, 0, 2)
+    with pytest.raises(DataError, match=r"matches 1 file\(s\) for 2 workers.*shard='data'"):
+        local_files(pattern, cache_dir=s3_env, progress=False)
+    parts = []
+    for index in (0, 1):
+        as_worker(monkeypatch, index, 2)
+        parts.append({r.numpy() for r in tfrecords(pattern, cache_dir=s3_env, shard="data", progress=False)})
+    whole = {r.numpy() for r in tf.data.TFRecordDataset(str(hep_objects["hep/part-00000.tfrecord"]))}
+    assert parts[0].isdisjoint(parts[1]) and parts[0] | parts[1] == whole
+
+
+@pytest.mark.parametrize(
+    ("pattern", "change", "message"),
+    [
+        ("s3://no-such-bucket/x/*.tfrecord", {}, "bucket does not exist at http://127.0.0.1"),
+        (f"s3://{BUCKET}/nothing/*.tfrecord", {}, "matches no object (0 objects under"),
+        (f"s3://{BUCKET}/hep/*.parquet", {}, "matches no object (5 objects under"),
+        (f"s3://{BUCKET}/hep/*.tfrecord", {"AWS_ACCESS_KEY_ID": None}, "no S3 credentials for"),
+        (f"s3://{BUCKET}/hep/*.tfrecord", {"AWS_ENDPOINT_URL": "closed"}, "cannot reach the S3 endpoint"),
+        ("gs://bucket/x", {}, "only s3:// URLs are supported"),
+    ],
+)
+def test_errors_say_what_to_fix_in_one_line(s3_env, hep_objects, monkeypatch, pattern, change, message):
+    for key, value in change.items():
+        if value is None:
+            monkeypatch.delenv(key)
+        else:
+            monkeypatch.setenv(key, f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(DataError) as error:
+        local_files(pattern, cache_dir=s3_env, progress=False)
+    text = str(error.value)
+    assert message in text and "\n" not in text and TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in text
+
+
+@pytest.mark.slow
+def test_inclusive_classifier_trains_from_s3_with_two_workers(endpoint, hep_objects, tmp_path, monkeypatch):
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    monkeypatch.chdir(REPO)
+    env_file = tmp_path / "s3.env"
+    settings = {**TEST_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "NNSQL_DATA_CACHE": str(tmp_path / "cache")}
+    env_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    script = REPO / "train" / "inclusive_classifier.py"
+    data = f"s3://{BUCKET}/hep/*.tfrecord"
+    args = ["-w", "2", "--env-file", str(env_file), str(script), "--"]
+    assert spawn.main([*args, "--data", data, "--epochs", "4", "--batch-size", "16", "--quiet"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
+    assert metadata["workers"] == 2 and metadata["train_accuracy"] >= 0.6  # chance is 1/3
+    staged = []
+    for index in (0, 1):
+        log = (run_dir / "attempt-0" / f"worker-{index}.log").read_text()
+        line = re.search(rf"worker {index}/2: 2 objects .* 2 downloaded.*: (.*)", log)
+        assert line, log[-2000:]
+        staged.append(set(line.group(1).split()))
+    assert staged[0].isdisjoint(staged[1]) and staged[0] | staged[1] == set(hep_objects)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("S3_TEST_URL"), reason="set S3_TEST_URL (and credentials) to test a live store"
+)
+def test_live_store_lists_and_stages(tmp_path):
+    """S3_TEST_URL=s3://bucket/prefix/*.tfrecord on the endpoint in AWS_ENDPOINT_URL (or AWS itself)."""
+    files = local_files(os.environ["S3_TEST_URL"], cache_dir=tmp_path, progress=False)
+    assert files and all(os.path.getsize(f) > 0 for f in files)
