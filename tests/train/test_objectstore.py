@@ -166,3 +166,28 @@ def test_live_store_lists_and_stages(tmp_path):
     """S3_TEST_URL=s3://bucket/prefix/*.tfrecord on the endpoint in AWS_ENDPOINT_URL (or AWS itself)."""
     files = local_files(os.environ["S3_TEST_URL"], cache_dir=tmp_path, progress=False)
     assert files and all(os.path.getsize(f) > 0 for f in files)
+
+
+def test_refused_and_unauthorised_credentials_are_one_line(s3_env, monkeypatch):
+    """With moto's IAM checks on (its own server: the switch is process-wide, so it is put back)."""
+    import requests
+
+    with s3_test_server() as url:
+        admin = boto3.client("s3", endpoint_url=url, **lowercase(TEST_CREDENTIALS, "region_name"))
+        admin.create_bucket(Bucket=BUCKET)
+        iam = boto3.client("iam", endpoint_url=url, **lowercase(TEST_CREDENTIALS, "region_name"))
+        iam.create_user(UserName="no-rights")
+        key = iam.create_access_key(UserName="no-rights")["AccessKey"]
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        requests.post(f"{url}/moto-api/reset-auth", data=b"0", timeout=10).raise_for_status()
+        try:
+            for key_id, message in (
+                (key["AccessKeyId"], "access denied by"),
+                ("AKIAUNKNOWNKEY000000", "refused the credentials (InvalidAccessKeyId)"),
+            ):
+                monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+                with pytest.raises(DataError, match=re.escape(message)):
+                    local_files(f"s3://{BUCKET}/hep/*.tfrecord", cache_dir=s3_env, progress=False)
+        finally:
+            requests.post(f"{url}/moto-api/reset-auth", data=b"inf", timeout=10).raise_for_status()
