@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from serve.errors import ScoringError
 from serve.metrics import Metrics
 from serve.repository import LoadedModel, ModelRepository
 from serve.tensors import load_json
+from serve.validation import bounded
 
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",
@@ -158,7 +160,7 @@ def read_body(model: LoadedModel) -> bytes:
 def max_lists(model: LoadedModel) -> int:
     """The most JSON lists a request within the row limit can need: per row, one per input and one per
     step of its inner dimensions (a (801, 19) input nests 801 lists in each row), plus a few wrappers."""
-    per_row = sum(1 + int(np.prod(spec["shape"][1:-1])) for spec in model.inputs)
+    per_row = sum(1 + math.prod(bounded(spec["shape"][1:-1])) for spec in model.inputs)
     return int(current_app.config["MAX_REQUEST_ROWS"]) * per_row + 64
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ import onnxruntime
 
 from serve.batching import Batcher
 from serve.errors import not_found
-from serve.validation import InvalidVersion, check_version
+from serve.validation import InvalidVersion, bounded, check_version
 
 LOG = logging.getLogger("serve.repository")
 
@@ -52,7 +53,7 @@ class LoadedModel:
         )
 
     def row_size(self) -> int:
-        return sum(int(np.prod(spec["shape"][1:])) for spec in self.inputs)
+        return sum(math.prod(bounded(spec["shape"][1:])) for spec in self.inputs)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [spec["name"] for spec in self.outputs]

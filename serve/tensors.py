@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import orjson
 
 from serve.errors import bad_request
 from serve.repository import LoadedModel
-from serve.validation import V2_DATATYPES
+from serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
@@ -80,6 +81,13 @@ def expected_shape(spec: dict, rows: int) -> list[int]:
     return [rows, *spec["shape"][1:]]
 
 
+def matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
+    """Dimensions agree; a declared -1 matches any length from 1 to MAX_VARIABLE_LENGTH."""
+    return len(actual) == len(declared) and all(
+        a == d or (d == -1 and 0 < a <= MAX_VARIABLE_LENGTH) for a, d in zip(actual, declared, strict=True)
+    )
+
+
 def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndarray:
     if not isinstance(data, np.ndarray):
         check_numbers(name, data)
@@ -87,6 +95,12 @@ def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndar
         values = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError, OverflowError):
         raise bad_request(f"input {name!r}: data must be numbers of the declared datatype") from None
+    if -1 in shape:  # rows of a variable length: their own shape, checked against the declared one
+        if not matches(values.shape, shape):
+            raise bad_request(
+                f"input {name!r}: expected shape {shape} (-1: any length), received {list(values.shape)}"
+            )
+        return values
     needed = math.prod(shape)  # Python integers: a huge declared shape cannot overflow
     if values.size != needed:
         raise bad_request(f"input {name!r}: shape {shape} needs {needed} values, received {values.size}")
@@ -96,7 +110,7 @@ def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndar
 def check_v2_shape(name: str, spec: dict, shape: Any) -> list[int]:
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise bad_request(f"input {name!r}: shape must be a list of non-negative integers")
-    if len(shape) != len(spec["shape"]) or shape[1:] != spec["shape"][1:] or shape[0] < 1:
+    if not matches(shape[1:], spec["shape"][1:]) or shape[0] < 1:
         raise bad_request(f"input {name!r}: expected shape {['N', *spec['shape'][1:]]}, received {shape}")
     return shape
 

@@ -3,6 +3,7 @@ graph. A version that fails is never served; the one before it keeps serving."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -74,3 +75,13 @@ def check_version(metadata: Any, session: Any) -> dict:
     agree(inputs, session.get_inputs(), "input")
     agree(outputs, session.get_outputs(), "output")
     return metadata
+
+
+# A declared -1 (a variable length, e.g. time steps) accepts 1 to this many; the request size limits
+# count it at this length.
+MAX_VARIABLE_LENGTH = 1024
+
+
+def bounded(shape: Sequence[int]) -> list[int]:
+    """The shape with every variable dimension at its largest accepted length."""
+    return [MAX_VARIABLE_LENGTH if d == -1 else int(d) for d in shape]

@@ -23,6 +23,8 @@ def trained(model: keras.Model, seed: int) -> keras.Model:
         if isinstance(layer, layers.BatchNormalization):
             layer.moving_mean.assign(generator.normal(0, 0.5, layer.moving_mean.shape))
             layer.moving_variance.assign(generator.uniform(0.2, 3.0, layer.moving_variance.shape))
+        if isinstance(layer, layers.Normalization):  # adapted to data, as users do
+            layer.adapt(generator.normal(2.0, 3.0, (64, *layer.input.shape[1:])).astype(np.float32))
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
     generator = np.random.default_rng(seed)
     x = rows(model, 32, seed)
@@ -218,6 +220,13 @@ def concatenations_and_dot() -> keras.Model:
     return keras.Model([first, second], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
 
 
+def adapted_normalization() -> keras.Model:
+    """The Normalization preprocessing layer adapted to data (mean and variance baked in), tabular."""
+    features = keras.Input((6,), name="features")
+    x = layers.Dense(8, activation="selu", name="hidden")(layers.Normalization(name="norm")(features))
+    return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(x))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -239,6 +248,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "layer_normalization": layer_normalization,
     "embedding": embedding,
     "concatenations_and_dot": concatenations_and_dot,
+    "adapted_normalization": adapted_normalization,
 }
 
 

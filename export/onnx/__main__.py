@@ -34,6 +34,7 @@ def convert(model, path: Path) -> None:
         if is_legacy(model):
             legacy_to_onnx(model, path)
         else:
+            embed_statistics(model)
             model.export(str(path), format="onnx", verbose=False)
     except Exception as error:  # the converter raises many types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -45,6 +46,16 @@ def convert(model, path: Path) -> None:
     graph_model.graph.output[0].name = OUTPUT_NAME
     onnx.checker.check_model(graph_model)
     onnx.save(graph_model, str(path))
+
+
+def embed_statistics(model) -> None:
+    """Keras's ONNX export turns a Normalization layer's adapted statistics (eager tensors) into graph
+    inputs without values; given as numpy arrays, they are traced as constants."""
+    import keras
+
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.Normalization) and getattr(layer, "mean", None) is not None:
+            layer.mean, layer.variance = np.asarray(layer.mean), np.asarray(layer.variance)
 
 
 def legacy_to_onnx(model, path: Path) -> None:
@@ -77,7 +88,11 @@ def numpy_type(onnx_type: str) -> type:
     return ONNX_TYPES.get(onnx_type, np.float32)
 
 
-def sample_set(model, rows: int, metadata: dict) -> SampleSet:
+# Variable dimensions (None, e.g. time steps) are sampled at two lengths: parity must hold for both.
+SAMPLE_LENGTHS = (12, 5)
+
+
+def sample_sets(model, rows: int, metadata: dict) -> list[SampleSet]:
     from export.keras_frontend import to_ir
     from export.samples import sample_inputs
 
@@ -85,14 +100,35 @@ def sample_set(model, rows: int, metadata: dict) -> SampleSet:
         graph = to_ir(model, target=TARGET, classes=tuple(metadata.get("classes", ())))
         samples = sample_inputs(graph, metadata, rows)  # keyed by the IR's names: back to Keras's
         keyed = {t.name: samples.inputs[s.name] for t, s in zip(model.inputs, graph.inputs, strict=True)}
-        return SampleSet(keyed, samples.source)
-    except ExportError:  # a layer our IR lacks: ONNX may still convert it; use seeded random rows
-        generator = np.random.default_rng(0)
-        inputs = {
-            t.name: generator.random((rows, *(int(d) for d in t.shape[1:])), dtype=np.float32)
-            for t in model.inputs
-        }
-        return SampleSet(inputs, f"{rows} seeded uniform random rows")
+        return [SampleSet(keyed, samples.source)]
+    except ExportError:  # a shape or layer our IR lacks: ONNX may still convert it; seeded random rows
+        variable = any(d is None for t in model.inputs for d in t.shape[1:])
+        return [random_rows(model, rows, length) for length in (SAMPLE_LENGTHS if variable else (1,))]
+
+
+def random_rows(model, rows: int, length: int) -> SampleSet:
+    """Uniform random rows, `length` steps where a dimension is variable, the last quarter of each
+    sequence zero (padding, which a Masking layer skips)."""
+    generator = np.random.default_rng(0)
+    inputs = {}
+    for tensor in model.inputs:
+        shape = [length if d is None else int(d) for d in tensor.shape[1:]]
+        values = generator.random((rows, *shape), dtype=np.float32)
+        if None in tensor.shape[1:2]:
+            values[:, length - length // 4 :] = 0.0
+        inputs[tensor.name] = values
+    source = f"{rows} seeded uniform random rows" + (f", {length} steps" if length > 1 else "")
+    return SampleSet(inputs, source)
+
+
+def keras_predict(model, samples: SampleSet) -> np.ndarray:
+    feeds = [samples.inputs[t.name] for t in model.inputs]
+    return np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+
+
+def dimension(size: int | None) -> int:
+    """A dimension as the repository document states it: -1 where it varies (KServe V2's convention)."""
+    return -1 if size is None else int(size)
 
 
 def export(
@@ -101,17 +137,17 @@ def export(
     check_model_name(name)
     model = load_model(model_path)
     metadata = read_metadata(model_path)
-    samples = sample_set(model, rows, metadata)
-    feeds = [samples.inputs[t.name] for t in model.inputs]
-    expected = np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    sets = sample_sets(model, rows, metadata)
+    expected = [keras_predict(model, samples) for samples in sets]  # before export: it needs a called model
     with staging(repo, name) as staged:
         convert(model, staged / MODEL_FILE)
-        report = parity.compare(expected, onnx_predict(staged / MODEL_FILE, samples), tolerance)
-        parity.require(report, TARGET)
-        n_out = expected.shape[1]
+        for samples, keras_scores in zip(sets, expected, strict=True):
+            report = parity.compare(keras_scores, onnx_predict(staged / MODEL_FILE, samples), tolerance)
+            parity.require(report, TARGET)
+        n_out = expected[0].shape[1]
         document = {
             "inputs": [
-                {"name": t.name, "datatype": "FP32", "shape": [-1, *[int(d) for d in t.shape[1:]]]}
+                {"name": t.name, "datatype": "FP32", "shape": [-1, *[dimension(d) for d in t.shape[1:]]]}
                 for t in model.inputs
             ],
             "outputs": [{"name": OUTPUT_NAME, "datatype": "FP32", "shape": [-1, n_out]}],

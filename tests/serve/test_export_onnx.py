@@ -66,3 +66,44 @@ def test_a_repository_path_that_is_a_file_is_one_line(tmp_path, cern_mlp_path, c
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "is not a directory" in err and len(err.splitlines()) == 1 and target.read_text() == "root:x:0:0\n"
+
+
+def variable_length_gru():
+    """A GRU over a masked sequence of any length (`None` time steps), as users declare it."""
+    import keras
+
+    sequence = keras.Input((None, 4), name="sequence")
+    state = keras.layers.GRU(5, name="gru")(keras.layers.Masking(0.0, name="mask")(sequence))
+    model = keras.Model(sequence, keras.layers.Dense(3, activation="softmax", name="out")(state))
+    return models._seeded(model, 4)
+
+
+def test_variable_length_sequences_export_and_serve(tmp_path, serve_app, capsys):
+    """ONNX keeps the length open (parity at two lengths, -1 in the document); the HTTP scorer takes any
+    length; the SQL targets, which need fixed shapes, refuse in one line."""
+    import requests
+
+    from export.duckdb.__main__ import main as export_duckdb
+
+    model = variable_length_gru()
+    path = models.save(model, tmp_path / "gru_any_length")
+    assert export(path, tmp_path / "repo", "gru", 50, 1e-5)[0] == 1
+    metadata = json.loads((tmp_path / "repo" / "gru" / "1" / "metadata.json").read_text())
+    assert metadata["inputs"][0]["shape"] == [-1, -1, 4] and "5 steps" in metadata["parity"]["sample_source"]
+    live = serve_app(REPO=str(tmp_path / "repo"))
+    x = np.random.default_rng(2).random((3, 9, 4), dtype=np.float32)
+    x[1, 6:] = 0.0  # zero padding, masked
+    body = {
+        "inputs": [{"name": "sequence", "shape": [3, 9, 4], "datatype": "FP32", "data": x.ravel().tolist()}]
+    }
+    answer = requests.post(f"{live.url}/v2/models/gru/infer", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    scores = np.array(answer.json()["outputs"][0]["data"]).reshape(3, 3)
+    assert np.abs(scores - model.predict(x, verbose=0)).max() <= 1e-5
+    wrong = {"inputs": [{**body["inputs"][0], "shape": [3, 9, 5]}]}
+    assert requests.post(f"{live.url}/v2/models/gru/infer", json=wrong, timeout=30).status_code == 400
+    db = ["--model", str(path), "--db", str(tmp_path / "m.duckdb"), "--name", "gru", "--quiet"]
+    capsys.readouterr()  # the live server's access log
+    assert export_duckdb(db) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "'duckdb' (variable dimension" in error
