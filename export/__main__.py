@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from export import ir
-from export.keras_frontend import PRODUCES
+from export.keras_frontend import LOWERED_ACTIVATIONS, PRODUCES
 from export.lowering import BODY_KINDS
 from export.target import TARGETS
 
@@ -50,6 +50,7 @@ def markdown_table() -> str:
         lines.append(f"| {layer} | {kind} | {marks} |")
     lines.append("")
     activations = set(next(iter(TARGETS.values())).activations) - set(ir.INTERNAL_ACTIVATIONS)
+    activations |= set(LOWERED_ACTIVATIONS)  # built from primitives by the front end
     lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
     return "\n".join(lines)
 

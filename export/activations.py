@@ -133,6 +133,9 @@ FORMULAS: dict[str, Expr] = {
     "gelu": gelu(X),
     # internal: LayerNormalization's 1/sqrt(variance + epsilon) (export/frontend_normalization.py)
     "rsqrt": 1.0 / call("sqrt", X),
+    # internal: log_softmax's logarithm of a sum ≥ 1, and ReLU's threshold test x > 0 (1 or 0)
+    "ln": call("ln", X),
+    "step": if_positive(X, 1.0, 0.0),
 }
 
 DIALECTS = {

@@ -1,5 +1,5 @@
-"""Keras activation layers with parameters, lowered to primitives: ReLU (max_value, negative_slope),
-LeakyReLU, PReLU (learned slopes) and ELU (alpha).
+"""Keras activation layers with parameters, lowered to primitives: ReLU (max_value, negative_slope,
+threshold), LeakyReLU, PReLU (learned slopes) and ELU (alpha).
 
 A slope a below zero is relu(x) − a·relu(−x); a ceiling m is m − relu(m − y); an ELU with alpha α is
 relu(x) + α·(elu(x) − relu(x)). Each uses `Affine` (a constant scale and shift per value), `Binary`
@@ -50,18 +50,38 @@ class Lowered:
         positive = self.activate(self.role("positive"), x, "relu")
         return self.binary(self.name if last else self.role("leaky"), "add", positive, scaled)
 
-    def ceiling(self, y: str, limit: float) -> str:
+    def thresholded(self, x: str, threshold: float, slope: float, limit: float | None) -> str:
+        """Keras 3's relu with a threshold θ: x·[x > θ], clipped to [0, limit] when there is one, minus
+        slope·relu(θ − x)."""
+        above = self.activate(
+            self.role("above"), self.affine(self.role("shifted"), x, 1.0, -threshold), "step"
+        )
+        last = limit is None and not slope
+        kept = self.binary(self.name if last else self.role("kept"), "mul", above, x)
+        if limit is not None:
+            kept = self.ceiling(self.activate(self.role("floor"), kept, "relu"), limit, last=not slope)
+        if not slope:
+            return kept
+        under = self.activate(
+            self.role("under"), self.affine(self.role("distance"), x, -1.0, threshold), "relu"
+        )
+        return self.binary(self.name, "add", kept, self.affine(self.role("slope"), under, -slope))
+
+    def ceiling(self, y: str, limit: float, last: bool = True) -> str:
         """min(y, limit) = limit − relu(limit − y)."""
         below = self.activate(self.role("below"), self.affine(self.role("gap"), y, -1.0, limit), "relu")
-        return self.affine(self.name, below, -1.0, limit)
+        return self.affine(self.name if last else self.role("ceiling"), below, -1.0, limit)
 
 
 @converts("ReLU", produces="ActivationNode+Affine+Binary")
 def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     config = layer.get_config()
-    if float(config.get("threshold") or 0.0) != 0.0:
-        raise ctx.unsupported(layer, f"threshold={config['threshold']} (only 0)")
     slope, limit = float(config.get("negative_slope") or 0.0), config.get("max_value")
+    threshold = float(config.get("threshold") or 0.0)
+    if threshold != 0.0:
+        lowered = Lowered(layer, ctx)
+        lowered.thresholded(inputs[0], threshold, slope, None if limit is None else float(limit))
+        return tuple(lowered.nodes)
     if not slope and limit is None:
         return ir.ActivationNode(
             name=ctx.node_name(layer), inputs=inputs, activation="relu", source=describe(layer)

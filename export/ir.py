@@ -33,9 +33,12 @@ ELEMENTWISE: tuple[str, ...] = (
     "mish",
     "gelu",
     "rsqrt",
+    "ln",
+    "step",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
-INTERNAL_ACTIVATIONS = ("rsqrt",)  # made by lowerings (LayerNormalization), never read from a Keras layer
+# Made by lowerings (LayerNormalization, log_softmax, ReLU's threshold), never read from a Keras layer.
+INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step")
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ import numpy as np
 
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
-from export.lowering import lower
+from export.lowering import grouped_softmax, lower
 from export.names import SQL_KEYWORDS
 from export.passes import fold_linear_chains
 
@@ -85,22 +85,30 @@ ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
 LEGACY_ALIASES = {**ALIASES, "hard_sigmoid": "hard_sigmoid_keras2"}
 
 
-def activation_name(layer: Any, ctx: Context, key: str = "activation") -> ir.Activation:
+# Activations over a vector that the front end builds from primitives (lowering.grouped_softmax).
+LOWERED_ACTIVATIONS = ("log_softmax",)
+
+
+def activation_name(
+    layer: Any, ctx: Context, key: str = "activation", *, lowered: tuple[str, ...] = ()
+) -> ir.Activation:
     """The IR activation of a layer's `activation` (or other `key`), read as the Keras that wrote the layer
-    means it."""
+    means it; names in `lowered` are returned for the caller to build from primitives."""
     name = layer.get_config().get(key, "linear")
     if isinstance(name, dict):  # tf.keras may serialise {'class_name': 'function', 'config': 'elu'}
         name = name.get("config", name)
     legacy = type(layer).__module__.startswith("tf_keras")
     if isinstance(name, str):
         name = (LEGACY_ALIASES if legacy else ALIASES).get(name, name)
+    if name in lowered:
+        return str(name)
     if not isinstance(name, str) or name not in ir.ACTIVATIONS or name in ir.INTERNAL_ACTIVATIONS:
         raise ctx.unsupported(layer, f"activation {name!r}")
     return name
 
 
 @converts("Dense", produces="Dense+PatchDense")
-def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     """A Dense; over a sequence (steps, features), one Dense per step: a PatchDense over the steps, which
     passes the sequence's mask on as Keras does."""
     rank = len(layer.input.shape)
@@ -110,14 +118,28 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     bias = ir.Weights(np.asarray(layer.bias.numpy())) if layer.use_bias else None
     if rank != 2:
         raise ctx.unsupported(layer, f"Dense over a rank-{rank} input")
+    name, activation = ctx.node_name(layer), activation_name(layer, ctx, lowered=LOWERED_ACTIVATIONS)
+    if activation == "log_softmax":  # the logits, then log_softmax from primitives
+        logits = ir.Dense(
+            name=ctx.name_for(f"{name}_logits"),
+            inputs=inputs,
+            kernel=kernel,
+            bias=bias,
+            source=describe(layer),
+        )
+        return (logits, *softmax_nodes(ctx, name, logits.name, (kernel.shape[1],), "log_softmax", layer))
     return ir.Dense(
-        name=ctx.node_name(layer),
-        inputs=inputs,
-        kernel=kernel,
-        bias=bias,
-        activation=activation_name(layer, ctx),
-        source=describe(layer),
+        name=name, inputs=inputs, kernel=kernel, bias=bias, activation=activation, source=describe(layer)
     )
+
+
+def softmax_nodes(
+    ctx: Context, name: str, z: str, shape: tuple[int, ...], activation: str, layer: Any
+) -> tuple[ir.Node, ...]:
+    """softmax or log_softmax over the last axis of a value of `shape`, named `name`."""
+    size = int(np.prod(shape))
+    log = activation == "log_softmax"
+    return tuple(grouped_softmax(ctx.name_for, name, z, size, shape[-1], log=log, source=describe(layer)))
 
 
 def input_tensor(layer: Any) -> Any:
@@ -125,31 +147,36 @@ def input_tensor(layer: Any) -> Any:
     return layer.input[0] if isinstance(layer.input, list) else layer.input
 
 
-def per_step_dense(owner: Any, dense: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+def per_step_dense(
+    owner: Any, dense: Any, inputs: tuple[str, ...], ctx: Context
+) -> ir.Node | tuple[ir.Node, ...]:
     """`dense` applied to each step of the sequence `owner` (the Dense itself, or a TimeDistributed
     around it) reads; the sequence's mask flows on, as in Keras."""
-    activation = activation_name(dense, ctx)
-    if activation == "softmax":
-        raise ctx.unsupported(owner, "softmax over the features of each step")
+    activation = activation_name(dense, ctx, lowered=LOWERED_ACTIVATIONS)
     steps = input_tensor(owner).shape[1]
     if steps is None:
         raise ctx.unsupported(owner, "a sequence of variable length")
+    name = ctx.node_name(owner)
+    grouped = activation in ("softmax", "log_softmax")  # over each step's features: from primitives
     node = ir.PatchDense(
-        name=ctx.node_name(owner),
+        name=ctx.name_for(f"{name}_logits") if grouped else name,
         inputs=inputs,
         kernel=ir.Weights(np.asarray(dense.kernel.numpy())),
         bias=ir.Weights(np.asarray(dense.bias.numpy())) if dense.use_bias else None,
-        activation=activation,
+        activation="linear" if grouped else activation,
         patches=int(steps),
         source=describe(owner),
     )
     if inputs[0] in ctx.masks:
-        ctx.masks[node.name] = ctx.masks[inputs[0]]
-    return node
+        ctx.masks[name] = ctx.masks[inputs[0]]
+    if not grouped:
+        return node
+    shape = (int(steps), int(dense.kernel.shape[1]))
+    return (node, *softmax_nodes(ctx, name, node.name, shape, activation, owner))
 
 
 @converts("TimeDistributed", produces="PatchDense")
-def _time_distributed(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+def _time_distributed(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     if type(layer.layer).__name__ != "Dense" or len(input_tensor(layer).shape) != 3:
         raise ctx.unsupported(
             layer, f"TimeDistributed({type(layer.layer).__name__}) (only Dense over sequences)"
@@ -157,25 +184,34 @@ def _time_distributed(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.N
     return per_step_dense(layer, layer.layer, inputs, ctx)
 
 
-@converts("Activation", produces="ActivationNode")
-def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | str:
-    name = activation_name(layer, ctx)
+@converts("Activation", produces="ActivationNode+GroupMax+Gather+Binary+PatchDense")
+def _activation(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...] | str:
+    name = activation_name(layer, ctx, lowered=LOWERED_ACTIVATIONS)
     if name == "linear":
         return inputs[0]
+    return activation_nodes(layer, inputs, ctx, name)
+
+
+def activation_nodes(
+    layer: Any, inputs: tuple[str, ...], ctx: Context, activation: str
+) -> ir.Node | tuple[ir.Node, ...]:
+    """An activation over the layer's input; softmax over the last axis of a sequence or an image, and
+    log_softmax, are built from primitives (a flat softmax is every target's own)."""
+    shape = tuple(int(d) for d in input_tensor(layer).shape[1:])
+    if activation == "log_softmax" or (activation == "softmax" and len(shape) > 1):
+        return softmax_nodes(ctx, ctx.node_name(layer), inputs[0], shape, activation, layer)
     return ir.ActivationNode(
-        name=ctx.node_name(layer), inputs=inputs, activation=name, source=describe(layer)
+        name=ctx.node_name(layer), inputs=inputs, activation=activation, source=describe(layer)
     )
 
 
-@converts("Softmax", produces="ActivationNode")
-def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+@converts("Softmax", produces="ActivationNode+GroupMax+Gather+Binary+PatchDense")
+def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     axis = layer.get_config().get("axis", -1)
-    rank = len(layer.input.shape)
+    rank = len(input_tensor(layer).shape)
     if axis not in (-1, rank - 1, [-1]):
-        raise ctx.unsupported(layer, f"softmax over axis {axis}")
-    return ir.ActivationNode(
-        name=ctx.node_name(layer), inputs=inputs, activation="softmax", source=describe(layer)
-    )
+        raise ctx.unsupported(layer, f"softmax over axis {axis} (only the last)")
+    return activation_nodes(layer, inputs, ctx, "softmax")
 
 
 @converts("Dropout", "GaussianDropout", "GaussianNoise", "AlphaDropout", produces="identity")

@@ -177,6 +177,40 @@ def lower_recurrent(node: ir.Recurrent) -> ir.Scan:
     )
 
 
+def grouped_softmax(
+    name_for: Callable[[str], str], output: str, z: str, size: int, group: int, *, log: bool, source: str
+) -> list[ir.Node]:
+    """softmax, or log_softmax, over each of the size/group consecutive groups of `group` values (one
+    group for a flat vector; one per step or position over the last axis), from primitives:
+    d = z − max(group), s = Σ exp(d) per group (a PatchDense of ones), log_softmax = d − ln s and
+    softmax = exp(log_softmax). Every exp argument is ≤ 0 and every ln argument ≥ 1."""
+    groups = size // group
+    each = ir.Weights(np.repeat(np.arange(groups), group).astype(np.float32))  # value k → its group
+    names = {role: name_for(f"{output}_{role}") for role in ("max", "max_each", "d", "exp", "sum", "ln")}
+    names |= {"ln_each": name_for(f"{output}_ln_each"), "log": output if log else name_for(f"{output}_log")}
+    nodes: list[ir.Node] = [
+        ir.GroupMax(name=names["max"], inputs=(z,), size=group, source=source),
+        ir.Gather(name=names["max_each"], inputs=(names["max"],), indices=each, source=source),
+        ir.Binary(name=names["d"], inputs=(z, names["max_each"]), op="sub", source=source),
+        ir.ActivationNode(name=names["exp"], inputs=(names["d"],), activation="exponential", source=source),
+        ir.PatchDense(
+            name=names["sum"],
+            inputs=(names["exp"],),
+            kernel=ir.Weights(np.ones((group, 1), dtype=np.float32)),
+            patches=groups,
+            source=source,
+        ),
+        ir.ActivationNode(name=names["ln"], inputs=(names["sum"],), activation="ln", source=source),
+        ir.Gather(name=names["ln_each"], inputs=(names["ln"],), indices=each, source=source),
+        ir.Binary(name=names["log"], inputs=(names["d"], names["ln_each"]), op="sub", source=source),
+    ]
+    if not log:
+        nodes.append(
+            ir.ActivationNode(name=output, inputs=(names["log"],), activation="exponential", source=source)
+        )
+    return nodes
+
+
 def lower(nodes: list[ir.Node]) -> list[ir.Node]:
     """Every composite node replaced by its primitives; names stay unique (checked)."""
     lowered = [lower_recurrent(node) if isinstance(node, ir.Recurrent) else node for node in nodes]

@@ -63,6 +63,8 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "mish": lambda x: x * np.tanh(_softplus(x)),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "ln": np.log,
+    "step": lambda x: (x > 0).astype(np.float64),
 }
 
 

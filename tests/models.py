@@ -53,7 +53,7 @@ def with_unsupported_layer() -> keras.Model:
 
 def with_unsupported_activation() -> keras.Model:
     inputs = keras.Input((10,), name="features")
-    x = keras.layers.Dense(4, activation="log_softmax", name="log_softmax_dense")(inputs)
+    x = keras.layers.Dense(4, activation="sparsemax", name="sparsemax_dense")(inputs)
     outputs = keras.layers.Dense(3, activation="softmax")(x)
     return keras.Model(inputs, outputs)
 

@@ -227,6 +227,19 @@ def adapted_normalization() -> keras.Model:
     return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(x))
 
 
+def softmax_groups_and_thresholds() -> keras.Model:
+    """softmax and log_softmax over each step's features, ReLU thresholds (with a slope and a ceiling),
+    and a log_softmax output."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    per_step = layers.Dense(4, activation="softmax", name="step_softmax")(sequence)
+    state = layers.GRU(5, name="gru")(layers.Activation("log_softmax", name="step_log")(per_step))
+    hidden = layers.Dense(6, name="hidden")(state)
+    above = layers.ReLU(threshold=0.2, name="above")(hidden)
+    clipped = layers.ReLU(threshold=0.1, negative_slope=0.3, max_value=0.8, name="clipped")(hidden)
+    joined = layers.Concatenate(name="joined")([above, clipped])
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="log_softmax", name="out")(joined))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -249,6 +262,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "embedding": embedding,
     "concatenations_and_dot": concatenations_and_dot,
     "adapted_normalization": adapted_normalization,
+    "softmax_groups_and_thresholds": softmax_groups_and_thresholds,
 }
 
 

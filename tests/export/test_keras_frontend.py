@@ -44,7 +44,7 @@ def test_unsupported_layer_names_layer_and_target():
 
 
 def test_unsupported_activation_names_it():
-    with pytest.raises(UnsupportedLayer, match=r"'log_softmax_dense' \(Dense\).*'oracle'.*log_softmax"):
+    with pytest.raises(UnsupportedLayer, match=r"'sparsemax_dense' \(Dense\).*'oracle'.*sparsemax"):
         to_ir(models.with_unsupported_activation(), target="oracle")
 
 
