@@ -288,13 +288,25 @@ class Scan(Node):
 
 
 @dataclass(frozen=True)
+class OutputSpec:
+    """One output of a model with several: its name (an identifier) and its values in the joined output."""
+
+    name: str
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
 class Graph:
-    """A classifier: inputs, nodes in topological order, one probability output, class labels."""
+    """A classifier: inputs, nodes in topological order, one probability output, class labels. A model
+    with several outputs has them joined into `output` (flat, one after the other) and described by
+    `outputs`; `classes` label the first."""
 
     inputs: tuple[TensorSpec, ...]
     nodes: tuple[Node, ...]
     output: str
     classes: tuple[str, ...] = ()
+    outputs: tuple[OutputSpec, ...] = ()  # empty: one output, all of `output`
 
     def all_nodes(self) -> Iterator[Node]:
         """Every node, the nodes of each Scan's body right after the Scan."""
@@ -368,6 +380,8 @@ class Graph:
                     digest.update(value.array.tobytes())
                 elif f.name not in ("name", "inputs", "source"):
                     digest.update(repr(value).encode())
+        if self.outputs:
+            digest.update(repr(self.outputs).encode())
         return digest.hexdigest()
 
     @property

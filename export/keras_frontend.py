@@ -274,8 +274,9 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
     """Convert a built Keras model (Sequential or functional) into an IR graph."""
     ctx = Context(target=target, names={})
     inputs = tuple(_input_spec(tensor, ctx) for tensor in model.inputs)
-    if len(model.outputs) != 1:
-        raise ExportError(f"the model has {len(model.outputs)} outputs; a classifier needs one")
+    for tensor in model.outputs:
+        if len(tensor.shape) != 2:
+            raise ExportError(f"output {tensor.name!r} has shape {tuple(tensor.shape)}; outputs must be flat")
     values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
     nodes: list[ir.Node] = []
 
@@ -299,15 +300,38 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         values[id(tensor)] = result
         return result
 
-    output = visit(model.outputs[0])
+    output, outputs = joined_outputs([visit(tensor) for tensor in model.outputs], model, nodes, ctx)
     nodes = fold_linear_chains(lower(nodes), output)
     n_out = int(model.outputs[0].shape[-1])
     labels = classes or tuple(str(i) for i in range(n_out))
     if len(labels) != n_out:
         raise ExportError(f"{len(labels)} class labels for a model with {n_out} outputs")
     return ir.Graph(
-        inputs=bounded(inputs, nodes, target), nodes=tuple(nodes), output=output, classes=tuple(labels)
+        inputs=bounded(inputs, nodes, target),
+        nodes=tuple(nodes),
+        output=output,
+        classes=tuple(labels),
+        outputs=outputs,
     )
+
+
+def joined_outputs(
+    values: list[str], model: Any, nodes: list[ir.Node], ctx: Context
+) -> tuple[str, tuple[ir.OutputSpec, ...]]:
+    """One output as it is; several joined into one flat value (a Concatenate), each named by its value
+    and given its range."""
+    if len(values) == 1:
+        return values[0], ()
+    if len(set(values)) != len(values):
+        raise ExportError("the model returns one value as two outputs; return it once")
+    specs, start = [], 0
+    for value, tensor in zip(values, model.outputs, strict=True):
+        stop = start + int(tensor.shape[-1])
+        specs.append(ir.OutputSpec(name=value, start=start, stop=stop))
+        start = stop
+    joined = ir.Concatenate(name=ctx.name_for("outputs"), inputs=tuple(values), source="the model's outputs")
+    nodes.append(joined)
+    return joined.name, tuple(specs)
 
 
 MAX_LABEL = 200

@@ -92,8 +92,15 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     capabilities.check(graph)
     samples = sample_inputs(graph, metadata, request.sample_rows)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
-    expected = np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
-    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=expected)
+    predicted = model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0)
+    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=joined(predicted))
+
+
+def joined(predicted: Any) -> np.ndarray:
+    """Keras's predictions, several outputs joined row by row as the graph joins them."""
+    if isinstance(predicted, list | tuple):
+        return np.concatenate([np.asarray(p).reshape(len(p), -1) for p in predicted], axis=1)
+    return np.asarray(predicted)
 
 
 def input_spec_json(graph: ir.Graph) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from export import ir
-from export.errors import UnsupportedLayer
+from export.errors import ExportError, UnsupportedLayer
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,18 @@ class Capabilities:
     activations: frozenset[str] = field(default_factory=lambda: frozenset(ir.ACTIVATIONS))
     max_array_len: int | None = None  # longest array one stored value may hold; None: unlimited
     max_inputs: int | None = None
+    several_outputs: bool = False  # a function per output (NAME.predict_proba_<output>)
 
     def check(self, graph: ir.Graph) -> None:
         """Raise `UnsupportedLayer` for the first node this target cannot emit."""
         if self.max_inputs is not None and len(graph.inputs) > self.max_inputs:
             raise UnsupportedLayer(
                 f"graph with {len(graph.inputs)} inputs", self.target, f"max {self.max_inputs}"
+            )
+        if graph.outputs and not self.several_outputs:
+            names = ", ".join(spec.name for spec in graph.outputs)
+            raise ExportError(
+                f"target '{self.target}' does not compile a model with {len(graph.outputs)} outputs ({names})"
             )
         self.check_sizes(graph)
         for node in graph.all_nodes():

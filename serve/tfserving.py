@@ -70,9 +70,10 @@ def predict(spec: str) -> Response:
         raise bad_request("the request must be a JSON object")
     feeds, form = decode_tfserving(body, model)
     outputs = infer(model, feeds, "tfserving")
-    values = (
-        outputs[model.outputs[0]["name"]].tolist()
-        if len(outputs) == 1
-        else {k: v.tolist() for k, v in outputs.items()}
-    )
-    return jsonify(predictions=values) if form == "row" else jsonify(outputs=values)
+    if len(outputs) == 1:
+        values = outputs[model.outputs[0]["name"]].tolist()
+        return jsonify(predictions=values) if form == "row" else jsonify(outputs=values)
+    if form == "row":  # TF Serving's row format: one object per row, an entry per named output
+        rows = len(next(iter(outputs.values())))
+        return jsonify(predictions=[{k: v[i].tolist() for k, v in outputs.items()} for i in range(rows)])
+    return jsonify(outputs={k: v.tolist() for k, v in outputs.items()})

@@ -58,6 +58,15 @@ def with_unsupported_activation() -> keras.Model:
     return keras.Model(inputs, outputs)
 
 
+def two_heads() -> keras.Model:
+    """A shared trunk with two classification heads, as multi-task users build them."""
+    features = keras.Input((6,), name="features")
+    trunk = keras.layers.Dense(8, activation="relu", name="trunk")(features)
+    kind = keras.layers.Dense(3, activation="softmax", name="kind")(trunk)
+    energy = keras.layers.Dense(2, activation="softmax", name="energy")(trunk)
+    return keras.Model(features, [kind, energy])
+
+
 def save(model: keras.Model, directory, classes: list[str] | None = None):
     """Save as directory/model.keras with a metadata.json naming the classes; return the path."""
     import json

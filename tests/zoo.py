@@ -25,11 +25,15 @@ def trained(model: keras.Model, seed: int) -> keras.Model:
             layer.moving_variance.assign(generator.uniform(0.2, 3.0, layer.moving_variance.shape))
         if isinstance(layer, layers.Normalization):  # adapted to data, as users do
             layer.adapt(generator.normal(2.0, 3.0, (64, *layer.input.shape[1:])).astype(np.float32))
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="categorical_crossentropy")
+    losses = ["categorical_crossentropy"] * len(model.outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=losses if len(losses) > 1 else losses[0])
     generator = np.random.default_rng(seed)
     x = rows(model, 32, seed)
-    y = np.eye(CLASSES, dtype=np.float32)[generator.integers(0, CLASSES, 32)]
-    model.fit(x if len(x) > 1 else x[0], y, batch_size=16, epochs=1, verbose=0)
+    y = []
+    for output in model.outputs:  # one-hot targets for each output
+        classes = int(output.shape[-1])
+        y.append(np.eye(classes, dtype=np.float32)[generator.integers(0, classes, 32)])
+    model.fit(x if len(x) > 1 else x[0], y if len(y) > 1 else y[0], batch_size=16, epochs=1, verbose=0)
     return model
 
 

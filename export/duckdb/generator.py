@@ -340,6 +340,13 @@ class DuckDBGenerator:
                     f"error({literal(errors.index)} || (list_position({outside}, true) - 1))"
                 )
 
+    def first_output(self) -> str:
+        """The probabilities score() and label() read: the first output's."""
+        whole = f"{self.name}.predict_proba({', '.join(spec.name for spec in self.graph.inputs)})"
+        if not self.graph.outputs:
+            return whole
+        return f"list_slice({whole}, 1, {self.graph.outputs[0].stop})"
+
     def render(self) -> str:
         environment = Environment(
             loader=FileSystemLoader(TEMPLATES),
@@ -356,10 +363,16 @@ class DuckDBGenerator:
             body=self.body(),
             n_classes=self.graph.n_classes,
             name_literal=literal(self.name),
+            outputs=self.graph.outputs,
+            first_output=self.first_output(),
         )
         return wrap(text)
 
 
 CAPABILITIES = register(
-    Capabilities(target=TARGET, node_kinds=emitted_kinds(DuckDBGenerator) | set(fusion.FUSED_KINDS))
+    Capabilities(
+        target=TARGET,
+        node_kinds=emitted_kinds(DuckDBGenerator) | set(fusion.FUSED_KINDS),
+        several_outputs=True,
+    )
 )

@@ -12,6 +12,7 @@ from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
 from export.names import check_model_name
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
+from export.pipeline import joined
 from export.samples import SampleSet
 
 TARGET = "onnx"
@@ -40,12 +41,23 @@ def convert(model, path: Path) -> None:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
     graph_model = onnx.load(str(path))
-    old = graph_model.graph.output[0].name
+    renamed = dict(zip((o.name for o in graph_model.graph.output), output_names(model), strict=True))
     for node in graph_model.graph.node:
-        node.output[:] = [OUTPUT_NAME if name == old else name for name in node.output]
-    graph_model.graph.output[0].name = OUTPUT_NAME
+        node.output[:] = [renamed.get(name, name) for name in node.output]
+    for output in graph_model.graph.output:
+        output.name = renamed[output.name]
     onnx.checker.check_model(graph_model)
     onnx.save(graph_model, str(path))
+
+
+def output_names(model) -> list[str]:
+    """The first output is 'probabilities' (what HTTP clients ask for); others keep their Keras names,
+    made unique (they reach clients as data, in responses and the repository document)."""
+    names = [OUTPUT_NAME]
+    for index, keras_name in enumerate(getattr(model, "output_names", [])[1:], start=1):
+        name = str(keras_name) if str(keras_name) and str(keras_name) not in names else f"output_{index}"
+        names.append(name)
+    return names
 
 
 def embed_statistics(model) -> None:
@@ -77,7 +89,7 @@ def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
     feeds: dict[str, np.ndarray] = {
         i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
     }
-    return session.run([OUTPUT_NAME], feeds)[0]
+    return joined(session.run(None, feeds))  # every output, joined as Keras's are
 
 
 ONNX_TYPES = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
@@ -123,7 +135,7 @@ def random_rows(model, rows: int, length: int) -> SampleSet:
 
 def keras_predict(model, samples: SampleSet) -> np.ndarray:
     feeds = [samples.inputs[t.name] for t in model.inputs]
-    return np.asarray(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    return joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
 
 
 def dimension(size: int | None) -> int:
@@ -144,13 +156,16 @@ def export(
         for samples, keras_scores in zip(sets, expected, strict=True):
             report = parity.compare(keras_scores, onnx_predict(staged / MODEL_FILE, samples), tolerance)
             parity.require(report, TARGET)
-        n_out = expected[0].shape[1]
+        n_out = int(model.outputs[0].shape[-1])
         document = {
             "inputs": [
                 {"name": t.name, "datatype": "FP32", "shape": [-1, *[dimension(d) for d in t.shape[1:]]]}
                 for t in model.inputs
             ],
-            "outputs": [{"name": OUTPUT_NAME, "datatype": "FP32", "shape": [-1, n_out]}],
+            "outputs": [
+                {"name": name, "datatype": "FP32", "shape": [-1, int(tensor.shape[-1])]}
+                for name, tensor in zip(output_names(model), model.outputs, strict=True)
+            ],
             "classes": metadata.get("classes") or [str(i) for i in range(n_out)],
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),

@@ -287,6 +287,9 @@ class OracleGenerator:
             "checks": list(self.checks()),
             "statements": list(self.statements()),
             "output": self.var(self.graph.output),
+            "outputs": self.graph.outputs,
+            # score's argmax runs over the first output (predict_proba joins several)
+            "first_count": str(self.graph.outputs[0].stop) if self.graph.outputs else "p.COUNT",
             "elementwise": [(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
         }
 
@@ -318,5 +321,10 @@ def check_weights_finite(graph: ir.Graph) -> None:
 
 
 CAPABILITIES = register(
-    Capabilities(target=TARGET, node_kinds=emitted_kinds(OracleGenerator), max_array_len=MAX_ARRAY_LEN)
+    Capabilities(
+        target=TARGET,
+        node_kinds=emitted_kinds(OracleGenerator),
+        max_array_len=MAX_ARRAY_LEN,
+        several_outputs=True,
+    )
 )

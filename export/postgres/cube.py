@@ -72,4 +72,6 @@ class CubeGenerator(PostgresGenerator):
             yield f"c_{node.name}_norms float8[]"
 
 
-CAPABILITIES = register(Capabilities(target="postgres+cube", node_kinds=emitted_kinds(CubeGenerator)))
+CAPABILITIES = register(
+    Capabilities(target="postgres+cube", node_kinds=emitted_kinds(CubeGenerator), several_outputs=True)
+)

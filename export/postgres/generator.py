@@ -205,15 +205,25 @@ class PostgresGenerator:
                     "nn_bad_index IS NOT NULL", errors.index + "%", "data_exception", "nn_bad_index"
                 )
 
+    def first_slice(self) -> str:
+        """The subscript that takes the first output from predict_proba's joined outputs, if several."""
+        return f"[1:{self.graph.outputs[0].stop}]" if self.graph.outputs else ""
+
     def render(self) -> str:
+        arguments = ", ".join(spec.name for spec in self.graph.inputs)
         return template("model.sql.j2").render(  # type: ignore[attr-defined]
             name=self.name,
             name_literal=literal(self.name),
             version=self.version,
             sha256=self.graph.sha256(),
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
-            arguments=", ".join(spec.name for spec in self.graph.inputs),
+            arguments=arguments,
             single_input=len(self.graph.inputs) == 1,
+            outputs=self.graph.outputs,
+            first_slice=self.first_slice(),
+            first_output=f"({self.name}.predict_proba({arguments})){self.first_slice()}"
+            if self.graph.outputs
+            else f"{self.name}.predict_proba({arguments})",
             # what calls predict_proba may run in a parallel worker only if predict_proba may
             parallel="UNSAFE" if self.plpython else "SAFE",
             variables=list(self.variables()),
@@ -232,4 +242,6 @@ def grant_script(name: str, role: str) -> str:
     return template("grant.sql.j2").render(name=name, role=role)  # type: ignore[attr-defined]
 
 
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator)))
+CAPABILITIES = register(
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator), several_outputs=True)
+)

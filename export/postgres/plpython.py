@@ -158,4 +158,6 @@ class PlPythonGenerator:
         return "\n".join(lines)
 
 
-CAPABILITIES = register(Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator)))
+CAPABILITIES = register(
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator), several_outputs=True)
+)

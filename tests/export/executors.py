@@ -15,6 +15,7 @@ from export.duckdb.__main__ import main as export_duckdb
 from export.onnx.__main__ import main as export_onnx
 from export.onnx.__main__ import numpy_type
 from export.oracle.__main__ import main as export_oracle
+from export.pipeline import joined
 from export.postgres.__main__ import main as export_postgres
 from tests.export.plsql_interpreter import load_scripts
 
@@ -190,7 +191,7 @@ class OnnxExecutor:
         feeds = {
             i.name: x.astype(numpy_type(i.type)) for i, x in zip(session.get_inputs(), inputs, strict=True)
         }
-        return session.run(["probabilities"], feeds)[0]
+        return joined(session.run(None, feeds))  # every output, joined as predict_proba joins them
 
     def predict(self, name: str, x: np.ndarray) -> np.ndarray:
         return self.predict_inputs(name, [x])

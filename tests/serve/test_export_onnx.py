@@ -107,3 +107,29 @@ def test_variable_length_sequences_export_and_serve(tmp_path, serve_app, capsys)
     assert export_duckdb(db) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "'duckdb' (variable dimension" in error
+
+
+def test_every_output_reaches_http_clients(tmp_path, serve_app):
+    """A model with two heads: the repository lists both, V2 returns both, TF Serving returns a dict."""
+    import requests
+
+    from tests import zoo
+
+    model = zoo.trained(models.two_heads(), 3)
+    path = models.save(model, tmp_path / "heads")
+    assert export(path, tmp_path / "repo", "heads", 50, 1e-5)[0] == 1
+    metadata = json.loads((tmp_path / "repo" / "heads" / "1" / "metadata.json").read_text())
+    assert [o["name"] for o in metadata["outputs"]] == ["probabilities", "energy"]
+    live = serve_app(REPO=str(tmp_path / "repo"))
+    x = np.random.default_rng(3).random((4, 6), dtype=np.float32)
+    kind, energy = model.predict(x, verbose=0)
+    body = {"inputs": [{"name": "features", "shape": [4, 6], "datatype": "FP32", "data": x.ravel().tolist()}]}
+    outputs = requests.post(f"{live.url}/v2/models/heads/infer", json=body, timeout=30).json()["outputs"]
+    got = {o["name"]: np.array(o["data"]).reshape(o["shape"]) for o in outputs}
+    assert np.abs(got["probabilities"] - kind).max() <= 1e-5 and np.abs(got["energy"] - energy).max() <= 1e-5
+    url = f"{live.url}/v1/models/heads:predict"
+    rows = requests.post(url, json={"instances": x.tolist()}, timeout=30).json()["predictions"]
+    assert len(rows) == 4 and set(rows[0]) == {"probabilities", "energy"}  # TF Serving: an object per row
+    assert np.abs(np.array([row["energy"] for row in rows]) - energy).max() <= 1e-5
+    columns = requests.post(url, json={"inputs": {"features": x.tolist()}}, timeout=30).json()["outputs"]
+    assert np.abs(np.array(columns["probabilities"]) - kind).max() <= 1e-5
