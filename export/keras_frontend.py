@@ -208,10 +208,36 @@ def activation_nodes(
 @converts("Softmax", produces="ActivationNode+GroupMax+Gather+Binary+PatchDense")
 def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     axis = layer.get_config().get("axis", -1)
-    rank = len(input_tensor(layer).shape)
-    if axis not in (-1, rank - 1, [-1]):
-        raise ctx.unsupported(layer, f"softmax over axis {axis} (only the last)")
-    return activation_nodes(layer, inputs, ctx, "softmax")
+    shape = tuple(int(d) for d in input_tensor(layer).shape[1:])
+    if isinstance(axis, list) and len(axis) == 1:
+        axis = axis[0]
+    if not isinstance(axis, int) or not -len(shape) <= axis <= len(shape) or axis == 0:
+        raise ctx.unsupported(layer, f"softmax over axis {axis} (one axis of the row)")
+    moved = (axis if axis > 0 else len(shape) + 1 + axis) - 1  # the axis among the row's own
+    if moved == len(shape) - 1:
+        return activation_nodes(layer, inputs, ctx, "softmax")
+    return softmax_over_axis(layer, inputs[0], ctx, shape, moved)
+
+
+def softmax_over_axis(
+    layer: Any, x: str, ctx: Context, shape: tuple[int, ...], axis: int
+) -> tuple[ir.Node, ...]:
+    """Softmax over a middle axis: a Gather moves that axis last, the grouped softmax runs, and a second
+    Gather puts every value back in its place."""
+    name, source = ctx.node_name(layer), describe(layer)
+    order = [*(a for a in range(len(shape)) if a != axis), axis]
+    moved = np.arange(int(np.prod(shape))).reshape(shape).transpose(order).ravel()
+    forward = ir.Gather(
+        name=ctx.name_for(f"{name}_moved"),
+        inputs=(x,),
+        indices=ir.Weights(moved.astype(np.float32)),
+        source=source,
+    )
+    inner = ctx.name_for(f"{name}_grouped")
+    grouped = softmax_nodes(ctx, inner, forward.name, tuple(shape[a] for a in order), "softmax", layer)
+    back = np.argsort(moved).astype(np.float32)
+    restored = ir.Gather(name=name, inputs=(inner,), indices=ir.Weights(back), source=source)
+    return (forward, *grouped, restored)
 
 
 @converts("Dropout", "GaussianDropout", "GaussianNoise", "AlphaDropout", produces="identity")

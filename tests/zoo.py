@@ -232,15 +232,16 @@ def adapted_normalization() -> keras.Model:
 
 
 def softmax_groups_and_thresholds() -> keras.Model:
-    """softmax and log_softmax over each step's features, ReLU thresholds (with a slope and a ceiling),
-    and a log_softmax output."""
+    """softmax and log_softmax over each step's features, softmax over the steps (a middle axis), ReLU
+    thresholds (with a slope and a ceiling), and a log_softmax output."""
     sequence = keras.Input((STEPS, FEATURES), name="sequence")
     per_step = layers.Dense(4, activation="softmax", name="step_softmax")(sequence)
     state = layers.GRU(5, name="gru")(layers.Activation("log_softmax", name="step_log")(per_step))
     hidden = layers.Dense(6, name="hidden")(state)
     above = layers.ReLU(threshold=0.2, name="above")(hidden)
     clipped = layers.ReLU(threshold=0.1, negative_slope=0.3, max_value=0.8, name="clipped")(hidden)
-    joined = layers.Concatenate(name="joined")([above, clipped])
+    over_steps = layers.Flatten(name="flat")(layers.Softmax(axis=1, name="over_steps")(per_step))
+    joined = layers.Concatenate(name="joined")([above, clipped, over_steps])
     return keras.Model(sequence, layers.Dense(CLASSES, activation="log_softmax", name="out")(joined))
 
 
