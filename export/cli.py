@@ -6,10 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from export import parity
+from export import ir, parity
 from export.errors import ExportError
-from export.pipeline import ExportRequest, VersionRecord
+from export.pipeline import ExportRequest, Store, VersionRecord, prepare, publish
+from export.target import Capabilities
+
+AnyStore = TypeVar("AnyStore", bound=Store)
 
 
 def parser(target: str, description: str, example: str) -> argparse.ArgumentParser:
@@ -60,6 +64,27 @@ def report(record: VersionRecord, where: str) -> None:
         f"  {record.parity.summary()}\n"
         f"  sha256 {record.sha256[:16]}…  samples: {record.sample_source}"
     )
+
+
+def export_to(
+    open_store: Callable[[], AnyStore],
+    request: ExportRequest,
+    capabilities: Capabilities,
+    where: Callable[[AnyStore], str],
+    check: Callable[[ir.Graph], None] | None = None,
+) -> AnyStore:
+    """The flow every database target shares: compile and check (nothing written), then connect, publish
+    in the store's transaction, close, and report. Returns the (closed) store for what it chose."""
+    prepared = prepare(request, capabilities)
+    if check is not None:
+        check(prepared.graph)
+    store = open_store()
+    try:
+        record = publish(store, request, prepared, capabilities.target)
+    finally:
+        store.close()
+    report(record, where(store))
+    return store
 
 
 def run(main: Callable[[], int]) -> int:

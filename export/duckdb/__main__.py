@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from export import cli
 from export.duckdb.generator import CAPABILITIES
-from export.pipeline import prepare, publish
 
 DESCRIPTION = """\
 Compile a trained Keras classifier into a DuckDB database file. Weights go into nnsql.tensors; scoring
@@ -35,13 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
         request = cli.request_from(args)
         check_file_name(args.db, args.name)
-        prepared = prepare(request, CAPABILITIES)
-        store = DuckDBStore(args.db, progress=not args.quiet)
-        try:
-            record = publish(store, request, prepared, CAPABILITIES.target)
-        finally:
-            store.close()
-        cli.report(record, str(args.db))
+        open_store = partial(DuckDBStore, args.db, progress=not args.quiet)
+        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(args.db))
         return 0
 
     return cli.run(body)

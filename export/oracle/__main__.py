@@ -7,7 +7,7 @@ from pathlib import Path
 
 from export import cli
 from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
-from export.pipeline import load_test_split, prepare, publish
+from export.pipeline import load_test_split, prepare
 
 DESCRIPTION = """\
 Compile a trained Keras classifier into Oracle (19c to 23ai). Weights go into nnsql_tensors as
@@ -48,14 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         from export.oracle.store import OracleStore, parse_dsn, password
 
         dsn = parse_dsn(args.dsn)
-        prepared = prepare(request, CAPABILITIES)
-        check_weights_finite(prepared.graph)
-        store = OracleStore(dsn, password(), progress=not args.quiet)
-        try:
-            record = publish(store, request, prepared, CAPABILITIES.target)
-        finally:
-            store.close()
-        cli.report(record, str(dsn))
+
+        def open_store() -> OracleStore:  # the password is asked for only once the model has compiled
+            return OracleStore(dsn, password(), progress=not args.quiet)
+
+        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(dsn), check=check_weights_finite)
         return 0
 
     return cli.run(body)

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from export import cli
-from export.pipeline import prepare, publish
 from export.postgres.generator import CAPABILITIES
 from export.postgres.kernels import CHOICES
 
@@ -72,13 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         from export.postgres.plpython import CAPABILITIES as PLPYTHON
 
         capabilities = {"plpython": PLPYTHON, "cube": CUBE}.get(kernel, CAPABILITIES)
-        prepared = prepare(request, capabilities)
-        store = PostgresStore(args.dsn, progress=not args.quiet, grant_to=args.grant_to, kernel=kernel)
-        try:
-            record = publish(store, request, prepared, CAPABILITIES.target)
-        finally:
-            store.close()
-        cli.report(record, store.where)
+        options = {"progress": not args.quiet, "grant_to": args.grant_to, "kernel": kernel}
+        store = cli.export_to(
+            lambda: PostgresStore(args.dsn, **options), request, capabilities, lambda s: s.where
+        )
         print(f"  kernel: {store.kernel}" + (" (chosen by --kernel auto)" if kernel == "auto" else ""))
         return 0
 
