@@ -150,3 +150,18 @@ def test_every_kernel_scores_under_a_parallel_plan(postgres_dsn, cern_mlp_path, 
     expected = keras.saving.load_model(cern_mlp_path).predict(x.astype(np.float32), verbose=0).argmax(1)
     assert scored == expected.tolist() and table == 64
     assert ("Gather" in plan) == (kernel != "plpython")  # PL/Python's functions keep the plan serial
+
+
+def test_a_registry_from_an_earlier_release_is_brought_up_to_date(postgres_dsn, cern_mlp_path):
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "plpgsql") == 0
+    with psycopg.connect(postgres_dsn, autocommit=True) as con:  # as the previous release left it
+        con.execute("ALTER TABLE nnsql.models DROP COLUMN kernel")
+        con.execute("ALTER TABLE nnsql.tensors ALTER COLUMN value SET STORAGE EXTENDED")
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
+    assert registry(postgres_dsn, "mnist") == [(1, None, False), (2, "cube", True)]
+    with psycopg.connect(postgres_dsn) as con:
+        storage = con.execute(
+            "SELECT attstorage FROM pg_attribute "
+            "WHERE attrelid = 'nnsql.tensors'::regclass AND attname = 'value'"
+        ).fetchone()[0]
+    assert storage == "e"
