@@ -1,8 +1,9 @@
 """The export pipeline shared by every database target.
 
 load the model → IR → capability check (nothing written yet) → sample rows and TensorFlow's predictions →
-in ONE transaction of the target: new version, tensors, scoring code, in-database scores of the samples,
-parity check, registry row, switch. A failure anywhere rolls back, so the previous version keeps scoring.
+then the store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
+scores of the samples against TensorFlow's (parity), activate it (registry row, switch). A failure anywhere
+discards what was staged, so the previous version keeps scoring.
 """
 
 from __future__ import annotations
@@ -54,13 +55,18 @@ class VersionRecord:
 
 
 class Store(Protocol):
-    """What a database target provides to the pipeline. All calls happen inside `transaction()`."""
+    """A database target's steps of the export lifecycle, which `publish` runs in this order inside
+    `session()` (the registry ready, one export at a time): `next_version`; `stage` writes the new version
+    beside the active one; `scores` is what the verify step compares with TensorFlow; `activate` writes
+    the registry row and switches. Leaving the session by an exception discards what was staged:
+    PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL commits) drops the staged
+    version's package and rows. Either way the previous version keeps scoring."""
 
-    def transaction(self) -> AbstractContextManager[None]: ...
+    def session(self) -> AbstractContextManager[None]: ...
     def next_version(self, name: str) -> int: ...
-    def install(self, name: str, version: int, graph: ir.Graph) -> None: ...
-    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
-    def record(self, record: VersionRecord) -> None: ...
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None: ...
+    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
+    def activate(self, record: VersionRecord) -> None: ...
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
     def close(self) -> None: ...
 
@@ -109,12 +115,13 @@ def input_spec_json(graph: ir.Graph) -> str:
 
 
 def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
-    """Install a new version and switch to it atomically, or raise and leave the old one active."""
+    """Stage a new version, verify its scores, activate it; or raise, discarding it, with the old one
+    still active (see Store)."""
     graph = prepared.graph
-    with store.transaction():
+    with store.session():
         version = store.next_version(request.name)
-        store.install(request.name, version, graph)
-        actual = store.predict_proba(request.name, prepared.samples.inputs)
+        store.stage(request.name, version, graph)
+        actual = store.scores(request.name, prepared.samples.inputs)
         report = parity.compare(prepared.expected, actual, request.tolerance)
         parity.require(report, target)
         record = VersionRecord(
@@ -128,7 +135,7 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
             parity=report,
             sample_source=prepared.samples.source,
         )
-        store.record(record)
+        store.activate(record)
         if request.load_test_data:
             features, labels = load_test_split(prepared.metadata)
             store.load_test_data(request.name, features, labels)

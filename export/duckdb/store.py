@@ -94,7 +94,7 @@ class DuckDBStore:
             self.con.unregister("_nn_rows")
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def session(self) -> Iterator[None]:
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.execute((TEMPLATES / "registry.sql").read_text())
@@ -110,7 +110,7 @@ class DuckDBStore:
         ).fetchone()
         return int(row[0]) if row else 1
 
-    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         tensors = list(stored_tensors(graph))
         bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
         for tensor, array, layout in bar:
@@ -129,7 +129,7 @@ class DuckDBStore:
                 self.con.execute(f"INSERT INTO nnsql.tensors SELECT * FROM {relation}")
         self.con.execute(DuckDBGenerator(graph, name, version).render())
 
-    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         table = feature_table(inputs)
         arguments = ", ".join(inputs)
         with self.registered(table) as relation:
@@ -139,7 +139,7 @@ class DuckDBStore:
         column = result.column("p").combine_chunks()
         return np.asarray(column.flatten(), dtype=np.float64).reshape(len(table), -1)
 
-    def record(self, record: VersionRecord) -> None:
+    def activate(self, record: VersionRecord) -> None:
         self.con.execute("UPDATE nnsql.models SET active = false WHERE name = ?", [record.name])
         row = record.registry_row()
         self.con.execute(

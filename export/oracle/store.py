@@ -125,7 +125,7 @@ class OracleStore:
                 raise ExportError(f"generated PL/SQL did not compile: {cursor.warning}; see USER_ERRORS")
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def session(self) -> Iterator[None]:
         try:
             for statement in sql_statements((SQL_DIR / "schema.sql").read_text()):
                 self.execute(statement)
@@ -133,12 +133,12 @@ class OracleStore:
             self.con.commit()
         except BaseException as error:
             self.con.rollback()
-            self.discard_unpublished()
+            self.discard_staged()
             if isinstance(error, self.oracledb.Error):
                 raise explain(error, self.dsn) from error
             raise
 
-    def discard_unpublished(self) -> None:
+    def discard_staged(self) -> None:
         if self.generator is None or self.switched:
             return
         name, version = self.generator.name, self.generator.version
@@ -154,7 +154,7 @@ class OracleStore:
             cursor.execute("SELECT NVL(MAX(version), 0) + 1 FROM nnsql_models WHERE name = :1", [name])
             return int(cursor.fetchone()[0])
 
-    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         self.generator = OracleGenerator(graph, name, version)
         chunks = list(stored_chunks(graph))
         with self.con.cursor() as cursor:
@@ -171,7 +171,7 @@ class OracleStore:
         for statement in sql_statements(self.generator.version_package()):
             self.execute(statement)
 
-    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         assert self.generator is not None
         names = list(inputs)
         placeholders = ", ".join(f":{i + 1}" for i in range(len(names)))
@@ -187,7 +187,7 @@ class OracleStore:
                 rows.append(cursor.fetchone()[0].aslist())
         return np.array(rows, dtype=np.float64)
 
-    def record(self, record: VersionRecord) -> None:
+    def activate(self, record: VersionRecord) -> None:
         assert self.generator is not None
         row = record.registry_row(active=False)
         row["active"] = "N"

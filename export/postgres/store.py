@@ -101,7 +101,7 @@ class PostgresStore:
         self.con.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def session(self) -> Iterator[None]:
         try:
             with self.con.transaction():
                 # One export at a time per database, before any DDL: the registry, the shared library
@@ -119,13 +119,13 @@ class PostgresStore:
             raise ExportError(f"PostgreSQL error on {self.where}: {str(error).splitlines()[0]}") from error
 
     def next_version(self, name: str) -> int:
-        # Exports are serialised by the lock taken when the transaction began (transaction()).
+        # Exports are serialised by the lock taken when the session began (session()).
         row = self.con.execute(
             "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = %s", [name]
         ).fetchone()
         return int(row[0]) if row else 1
 
-    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         tensors = list(stored_tensors(graph))
         bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
         for tensor, array in bar:
@@ -171,7 +171,7 @@ class PostgresStore:
             },
         )
 
-    def predict_proba(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         n_rows = len(next(iter(inputs.values())))
         columns = sql.SQL(", ").join(sql.SQL("{} float8[]").format(sql.Identifier(c)) for c in inputs)
         self.con.execute(
@@ -193,7 +193,7 @@ class PostgresStore:
         self.con.execute("DROP TABLE _nn_samples")
         return np.array([row[0] for row in rows], dtype=np.float64)
 
-    def record(self, record: VersionRecord) -> None:
+    def activate(self, record: VersionRecord) -> None:
         self.con.execute("UPDATE nnsql.models SET active = false WHERE name = %s", [record.name])
         row = {**record.registry_row(), "kernel": self.kernel}
         self.con.execute(

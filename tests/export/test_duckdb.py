@@ -70,7 +70,7 @@ def test_interrupted_install_rolls_back(cern_mlp_path, tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store.DuckDBStore, "record", crash)
+    monkeypatch.setattr(store.DuckDBStore, "activate", crash)
     other = models.save(models.cern_mlp(seed=6), tmp_path / "v2")
     assert export(other, db) == 130
     assert active_versions(db) == [(1, True)]

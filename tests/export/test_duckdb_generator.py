@@ -17,12 +17,10 @@ def test_generated_sql_matches_golden_text():
 def test_generated_macros_compute_the_reference(tmp_path):
     graph = tiny_graph()
     store = DuckDBStore(tmp_path / "t.duckdb", progress=False)
-    with store.transaction():
-        store.install("tiny", 1, graph)
+    with store.session():
+        store.stage("tiny", 1, graph)
     x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])
-    np.testing.assert_allclose(
-        store.predict_proba("tiny", {"features": x}), reference.run(graph, x), atol=1e-12
-    )
+    np.testing.assert_allclose(store.scores("tiny", {"features": x}), reference.run(graph, x), atol=1e-12)
     assert store.con.sql("SELECT tiny.score([1.0, 2.0, 3.0])").fetchone() == (1,)  # labels: see test_targets
     store.close()
 
@@ -44,13 +42,13 @@ def test_node_kind_without_emitter_is_unsupported():
 def test_rendered_script_is_idempotent(tmp_path):
     """Running a version's script again (as a retried export does) changes nothing and still scores."""
     store = DuckDBStore(tmp_path / "x.duckdb", progress=False)
-    with store.transaction():
-        store.install("tiny", 1, tiny_graph())
+    with store.session():
+        store.stage("tiny", 1, tiny_graph())
     x = {"features": np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])}
     macros = "SELECT function_name FROM duckdb_functions() WHERE schema_name = 'tiny' ORDER BY 1"
-    before = (store.predict_proba("tiny", x), store.con.sql(macros).fetchall())
+    before = (store.scores("tiny", x), store.con.sql(macros).fetchall())
     store.con.execute(DuckDBGenerator(tiny_graph(), "tiny", 1).render())  # again: CREATE OR REPLACE
-    np.testing.assert_array_equal(store.predict_proba("tiny", x), before[0])
+    np.testing.assert_array_equal(store.scores("tiny", x), before[0])
     assert store.con.sql(macros).fetchall() == before[1]
     assert len(before[1]) == 6 and store.con.sql("SELECT tiny.version()").fetchone() == (1,)
     store.close()
@@ -62,12 +60,12 @@ def test_recurrent_graph_golden_text_and_execution(tmp_path):
     graph = tiny_recurrent_graph()
     check_golden(DuckDBGenerator(graph, "rnn", 1).render(), "duckdb_tiny_recurrent.sql")
     store = DuckDBStore(tmp_path / "r.duckdb", progress=False)
-    with store.transaction():
-        store.install("rnn", 1, graph)
+    with store.session():
+        store.stage("rnn", 1, graph)
     sequence = np.random.default_rng(0).normal(size=(4, 3, 2))
     sequence[1, 1, :] = 0.0  # a masked step in the middle
     sequence[2, 2, :] = 0.0  # and at the end
     extra = np.random.default_rng(1).normal(size=(4, 1))
     inputs = {"sequence": sequence, "extra": extra}
-    np.testing.assert_allclose(store.predict_proba("rnn", inputs), reference.run(graph, inputs), atol=1e-12)
+    np.testing.assert_allclose(store.scores("rnn", inputs), reference.run(graph, inputs), atol=1e-12)
     store.close()
