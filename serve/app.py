@@ -5,20 +5,17 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from serve import tfserving, v2, web
 from serve.errors import ScoringError
 from serve.metrics import Metrics
-from serve.repository import LoadedModel, ModelRepository
-from serve.tensors import load_json
-from serve.validation import bounded
+from serve.repository import ModelRepository
 
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",
@@ -29,7 +26,6 @@ DEFAULTS: dict[str, Any] = {
     "API_KEY_FILE": None,
 }
 OPEN_PATHS = ("/v2/health/", "/openapi.json", "/static/")
-BYTES_PER_JSON_VALUE = 24  # generous upper bound for one number in JSON, separators included
 ACCESS_LOG = logging.getLogger("serve.access")
 
 
@@ -51,7 +47,6 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
         observe_batch=metrics.observe_batch,
     ).start()
     register_hooks(app)
-    from serve import tfserving, v2, web
 
     for blueprint in (v2.blueprint, tfserving.blueprint, web.blueprint):
         app.register_blueprint(blueprint)
@@ -72,14 +67,6 @@ def read_api_keys(path: str | None) -> frozenset[str]:
     if any(not key.isprintable() or " " in key for key in keys):
         raise ValueError(f"API key file {path}: a key holds spaces or control characters")
     return keys
-
-
-def repository() -> ModelRepository:
-    return current_app.extensions["repository"]
-
-
-def metrics() -> Metrics:
-    return current_app.extensions["metrics"]
 
 
 def authorised() -> bool:
@@ -134,62 +121,3 @@ def register_hooks(app: Flask) -> None:
     def unexpected(error: Exception) -> tuple[Response, int]:
         app.logger.exception("unexpected error")
         return jsonify(error=f"internal error ({type(error).__name__})"), 500
-
-
-def request_limit(model: LoadedModel) -> int:
-    rows = int(current_app.config["MAX_REQUEST_ROWS"])
-    return rows * model.row_size() * BYTES_PER_JSON_VALUE + 64 * 1024
-
-
-def read_body(model: LoadedModel) -> bytes:
-    """The request body, refused with 413 past the limit derived from the model's input shapes."""
-    limit = request_limit(model)
-    rows = current_app.config["MAX_REQUEST_ROWS"]
-    message = (
-        f"request body exceeds the limit of {limit} bytes for model {model.name} "
-        f"({rows} rows of {model.row_size()} values)"
-    )
-    if (request.content_length or 0) > limit:
-        raise ScoringError(message, 413)
-    body = request.stream.read(limit + 1)
-    if len(body) > limit:
-        raise ScoringError(message, 413)
-    return body
-
-
-def max_lists(model: LoadedModel) -> int:
-    """The most JSON lists a request within the row limit can need: per row, one per input and one per
-    step of its inner dimensions (a (801, 19) input nests 801 lists in each row), plus a few wrappers."""
-    per_row = sum(1 + math.prod(bounded(spec["shape"][1:-1])) for spec in model.inputs)
-    return int(current_app.config["MAX_REQUEST_ROWS"]) * per_row + 64
-
-
-def read_json(model: LoadedModel) -> Any:
-    """The request body parsed as JSON, after the size and structure checks."""
-    return load_json(read_body(model), max_lists(model))
-
-
-def require_json() -> None:
-    kind = (request.mimetype or "").lower()
-    if kind != "application/json":
-        raise ScoringError(f"unsupported Content-Type {kind or '(none)'!r}: send application/json", 415)
-
-
-def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> dict[str, np.ndarray]:
-    """Run through the model's batcher, enforcing the row limit and counting the request."""
-    g.model_name = model.name
-    rows = len(next(iter(feeds.values())))
-    limit = int(current_app.config["MAX_REQUEST_ROWS"])
-    if rows > limit:
-        raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
-    started = time.perf_counter()
-    status = "error"
-    try:
-        cast = {name: values.astype(np.float32, copy=False) for name, values in feeds.items()}
-        assert model.batcher is not None
-        outputs = model.batcher.submit(cast)
-        status = "ok"
-        return outputs
-    finally:
-        metrics().requests.labels(model.name, str(model.version), protocol, status).inc()
-        metrics().latency.labels(protocol).observe(time.perf_counter() - started)

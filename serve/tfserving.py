@@ -6,8 +6,8 @@ import re
 
 from flask import Blueprint, Response, jsonify
 
-from serve.app import infer, read_json, repository, require_json
 from serve.errors import bad_request, not_found
+from serve.handling import infer, read_json, repository, require_json
 from serve.tensors import decode_tfserving
 
 blueprint = Blueprint("tfserving", __name__)

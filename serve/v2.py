@@ -6,8 +6,8 @@ import json
 
 from flask import Blueprint, Response, jsonify, request
 
-from serve.app import infer, max_lists, read_body, repository
 from serve.errors import ScoringError
+from serve.handling import infer, max_lists, read_body, repository
 from serve.repository import LoadedModel
 from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 

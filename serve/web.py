@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
-from serve.app import infer, metrics, read_json, repository, require_json
 from serve.errors import bad_request
+from serve.handling import infer, metrics, read_json, repository, require_json
 from serve.openapi import document
 from serve.tensors import check_finite, to_array
 

@@ -1,0 +1,87 @@
+"""What every protocol's views do with a request: the app's resources, the body's size limits, JSON
+reading, and inference through the model's batcher. The blueprints (v2, tfserving, web) import these;
+the app factory (serve/app.py) only registers the blueprints."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from flask import current_app, g, request
+
+from serve.errors import ScoringError
+from serve.metrics import Metrics
+from serve.repository import LoadedModel, ModelRepository
+from serve.tensors import load_json
+from serve.validation import bounded
+
+BYTES_PER_JSON_VALUE = 24  # generous upper bound for one number in JSON, separators included
+
+
+def repository() -> ModelRepository:
+    return current_app.extensions["repository"]
+
+
+def metrics() -> Metrics:
+    return current_app.extensions["metrics"]
+
+
+def request_limit(model: LoadedModel) -> int:
+    rows = int(current_app.config["MAX_REQUEST_ROWS"])
+    return rows * model.row_size() * BYTES_PER_JSON_VALUE + 64 * 1024
+
+
+def read_body(model: LoadedModel) -> bytes:
+    """The request body, refused with 413 past the limit derived from the model's input shapes."""
+    limit = request_limit(model)
+    rows = current_app.config["MAX_REQUEST_ROWS"]
+    message = (
+        f"request body exceeds the limit of {limit} bytes for model {model.name} "
+        f"({rows} rows of {model.row_size()} values)"
+    )
+    if (request.content_length or 0) > limit:
+        raise ScoringError(message, 413)
+    body = request.stream.read(limit + 1)
+    if len(body) > limit:
+        raise ScoringError(message, 413)
+    return body
+
+
+def max_lists(model: LoadedModel) -> int:
+    """The most JSON lists a request within the row limit can need: per row, one per input and one per
+    step of its inner dimensions (a (801, 19) input nests 801 lists in each row), plus a few wrappers."""
+    per_row = sum(1 + math.prod(bounded(spec["shape"][1:-1])) for spec in model.inputs)
+    return int(current_app.config["MAX_REQUEST_ROWS"]) * per_row + 64
+
+
+def read_json(model: LoadedModel) -> Any:
+    """The request body parsed as JSON, after the size and structure checks."""
+    return load_json(read_body(model), max_lists(model))
+
+
+def require_json() -> None:
+    kind = (request.mimetype or "").lower()
+    if kind != "application/json":
+        raise ScoringError(f"unsupported Content-Type {kind or '(none)'!r}: send application/json", 415)
+
+
+def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> dict[str, np.ndarray]:
+    """Run through the model's batcher, enforcing the row limit and counting the request."""
+    g.model_name = model.name
+    rows = len(next(iter(feeds.values())))
+    limit = int(current_app.config["MAX_REQUEST_ROWS"])
+    if rows > limit:
+        raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
+    started = time.perf_counter()
+    status = "error"
+    try:
+        cast = {name: values.astype(np.float32, copy=False) for name, values in feeds.items()}
+        assert model.batcher is not None
+        outputs = model.batcher.submit(cast)
+        status = "ok"
+        return outputs
+    finally:
+        metrics().requests.labels(model.name, str(model.version), protocol, status).inc()
+        metrics().latency.labels(protocol).observe(time.perf_counter() - started)
