@@ -114,22 +114,11 @@ def s3_reader(pattern: str, endpoint: str, index: int, workers: int, cache: str,
 
 def s3_rates(files: list[Path], workers: int, epochs: int, scratch: Path) -> dict:
     """MB/s per worker reading the HEP TFRecords from the test S3 server on loopback (moto)."""
-    import boto3
-
-    from tests.s3_server import TEST_CREDENTIALS, s3_test_server
+    from tests.s3_server import s3_test_server, upload
 
     context = multiprocessing.get_context("spawn")
     with s3_test_server() as endpoint:
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
-        s3.create_bucket(Bucket="bench")
-        for path in files:
-            s3.upload_file(str(path), "bench", f"hep/{path.name}")
+        upload(endpoint, "bench", "hep", files)
         queue = context.Queue()
         arguments = ("s3://bench/hep/*.tfrecord", endpoint)
         processes = [

@@ -5,8 +5,10 @@ use Ceph RGW or MinIO. Test credentials only; nothing leaves 127.0.0.1."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 TEST_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "nnsql-test-key",
@@ -33,3 +35,25 @@ def s3_test_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+def server_client(endpoint: str, service: str = "s3") -> Any:
+    """A boto3 client of the test server (s3, or iam for its permission checks), with the test keys."""
+    import boto3
+
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=TEST_CREDENTIALS["AWS_DEFAULT_REGION"],
+        aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def upload(endpoint: str, bucket: str, prefix: str, paths: Iterable[Path]) -> Any:
+    """Create `bucket` and put each file at `prefix/<its name>`; returns the client."""
+    s3 = server_client(endpoint)
+    s3.create_bucket(Bucket=bucket)
+    for path in paths:
+        s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+    return s3

@@ -8,12 +8,11 @@ import json
 import os
 import re
 
-import boto3
 import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO
-from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server
+from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server, server_client, upload
 from train import hep_data
 from train.data import local_files, tfrecords
 from train.objectstore import DataError
@@ -33,21 +32,10 @@ def hep_objects(endpoint, tmp_path_factory):
     """Synthetic HEP TFRecords uploaded to s3://physics/hep/ (4 files) and one file to s3://physics/one/."""
     directory = tmp_path_factory.mktemp("hep_upload")
     paths = hep_data.write(directory, events=192, files=4, progress=False)
-    s3 = boto3.client("s3", endpoint_url=endpoint, **lowercase(TEST_CREDENTIALS, "region_name"))
-    s3.create_bucket(Bucket=BUCKET)
-    for path in paths:
-        s3.upload_file(str(path), BUCKET, f"hep/{path.name}")
+    s3 = upload(endpoint, BUCKET, "hep", paths)
     s3.upload_file(str(paths[0]), BUCKET, "one/part-00000.tfrecord")
     s3.put_object(Bucket=BUCKET, Key="hep/README.txt", Body=b"not a record")
     return {f"hep/{path.name}": path for path in paths}
-
-
-def lowercase(credentials: dict[str, str], region_key: str) -> dict[str, str]:
-    return {
-        "aws_access_key_id": credentials["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": credentials["AWS_SECRET_ACCESS_KEY"],
-        region_key: credentials["AWS_DEFAULT_REGION"],
-    }
 
 
 @pytest.fixture
@@ -173,9 +161,8 @@ def test_refused_and_unauthorised_credentials_are_one_line(s3_env, monkeypatch):
     import requests
 
     with s3_test_server() as url:
-        admin = boto3.client("s3", endpoint_url=url, **lowercase(TEST_CREDENTIALS, "region_name"))
-        admin.create_bucket(Bucket=BUCKET)
-        iam = boto3.client("iam", endpoint_url=url, **lowercase(TEST_CREDENTIALS, "region_name"))
+        upload(url, BUCKET, "hep", [])
+        iam = server_client(url, "iam")
         iam.create_user(UserName="no-rights")
         key = iam.create_access_key(UserName="no-rights")["AccessKey"]
         monkeypatch.setenv("AWS_ENDPOINT_URL", url)

@@ -189,9 +189,7 @@ def test_users_fit_script_reads_s3_through_the_helper(runs, tmp_path):
     """The CERN-style worker above with its file listing replaced by train.data.tfrecords (TensorFlow
     cannot open s3:// itself): 2 workers, model.fit under MultiWorkerMirroredStrategy, from the test S3
     server on loopback, each worker reading its own shard."""
-    import boto3
-
-    from tests.s3_server import TEST_CREDENTIALS, s3_test_server
+    from tests.s3_server import TEST_CREDENTIALS, s3_test_server, upload
 
     listing = (
         "files = tf.data.Dataset.list_files(sys.argv[1], shuffle=False)\n"
@@ -206,16 +204,7 @@ def test_users_fit_script_reads_s3_through_the_helper(runs, tmp_path):
     out = tmp_path / "saved"
     out.mkdir()
     with s3_test_server() as endpoint:
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
-        s3.create_bucket(Bucket="physics")
-        for path in paths:
-            s3.upload_file(str(path), "physics", f"hep/{path.name}")
+        upload(endpoint, "physics", "hep", paths)
         settings = {
             **TEST_CREDENTIALS,
             "AWS_ENDPOINT_URL": endpoint,
