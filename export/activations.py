@@ -131,6 +131,8 @@ FORMULAS: dict[str, Expr] = {
     "leaky_relu": if_positive(X, X, 0.2 * X),
     "mish": X * call("tanh", softplus(X)),
     "gelu": gelu(X),
+    # keras.ops.gelu(x, approximate=True): TensorFlow's tanh approximation
+    "gelu_tanh": 0.5 * X * (1.0 + call("tanh", 0.7978845608028654 * (X + 0.044715 * X * X * X))),
     # internal: LayerNormalization's 1/sqrt(variance + epsilon) (export/frontend_normalization.py)
     "rsqrt": 1.0 / call("sqrt", X),
     # internal: log_softmax's logarithm of a sum ≥ 1, and ReLU's threshold test x > 0 (1 or 0)

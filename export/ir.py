@@ -32,6 +32,7 @@ ELEMENTWISE: tuple[str, ...] = (
     "leaky_relu",
     "mish",
     "gelu",
+    "gelu_tanh",
     "rsqrt",
     "ln",
     "step",

@@ -205,6 +205,16 @@ def activation_nodes(
     )
 
 
+@converts("Gelu", produces="ActivationNode")
+def _gelu_op(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    """`keras.ops.gelu(x, approximate=...)` applied in a functional model: an operation in the graph,
+    saved with the model, not a layer."""
+    activation = "gelu_tanh" if getattr(layer, "approximate", False) else "gelu"
+    return ir.ActivationNode(
+        name=ctx.node_name(layer), inputs=inputs, activation=activation, source=describe(layer)
+    )
+
+
 @converts("Softmax", produces="ActivationNode+GroupMax+Gather+Binary+PatchDense")
 def _softmax(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     axis = layer.get_config().get("axis", -1)

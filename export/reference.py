@@ -62,6 +62,7 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "leaky_relu": lambda x: np.where(x >= 0, x, 0.2 * x),
     "mish": lambda x: x * np.tanh(_softplus(x)),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))),
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "ln": np.log,
     "step": lambda x: (x > 0).astype(np.float64),

@@ -245,6 +245,15 @@ def softmax_groups_and_thresholds() -> keras.Model:
     return keras.Model(sequence, layers.Dense(CLASSES, activation="log_softmax", name="out")(joined))
 
 
+def gelu_operations() -> keras.Model:
+    """keras.ops.gelu in both forms, applied in the functional graph as users may write it."""
+    features = keras.Input((6,), name="features")
+    exact = keras.ops.gelu(layers.Dense(5, name="a")(features), approximate=False)
+    tanh_form = keras.ops.gelu(layers.Dense(5, name="b")(features), approximate=True)
+    joined = layers.Concatenate(name="joined")([exact, tanh_form])
+    return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -268,6 +277,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "concatenations_and_dot": concatenations_and_dot,
     "adapted_normalization": adapted_normalization,
     "softmax_groups_and_thresholds": softmax_groups_and_thresholds,
+    "gelu_operations": gelu_operations,
 }
 
 
