@@ -69,6 +69,11 @@ def lay_out(parts: list[Group | str], indent: int, column: int, width: int) -> s
             text, column = word_wrap(text, indent + 4, column, width)
             out.append(text)
             continue
+        if isinstance(part, str) and column + len(text) > width and column > indent + 4:
+            out[-1:] = [out[-1].rstrip(" ")] if out else []  # a quoted literal starts the next line
+            out.append("\n" + " " * (indent + 4) + text)
+            column = indent + 4 + len(text)
+            continue
         if isinstance(part, str) or column + len(text) <= width:
             out.append(text)
             column += len(text)

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
 from export import ir
+from export.codegen import Dialect, Generator, render_template
 from export.duckdb import fusion
 from export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
 from export.sqlformat import wrap
@@ -85,13 +84,39 @@ def apply_activation(vector_expr: str, activation: str) -> str:
     return f"list_transform({vector_expr}, lambda _nn_e: {scalar_activation(activation, '_nn_e')})"
 
 
-class DuckDBGenerator:
-    """Walks an IR graph; one `emit_<Kind>` method per supported node kind."""
+OUTSIDE = (
+    "list_transform({x}, lambda _nn_e: _nn_e < 0 OR _nn_e >= {bound} "
+    "OR _nn_e::DOUBLE <> floor(_nn_e::DOUBLE))"
+)
+DUCKDB = Dialect(
+    target=TARGET,
+    array_type="DOUBLE[]",
+    check="WHEN {condition} THEN {outcome}",  # the macro's CASE
+    return_null="NULL",
+    error="error({message})",
+    error_with_argument="error({message} || {argument})",
+    error_codes=dict.fromkeys(("length", "dimensions", "nulls", "nonfinite", "index"), ""),
+    length="len({x})",
+    wrong_length="len({x}) <> {size}",
+    has_nulls="list_count({x}) <> {size}",
+    # a NaN or an infinity makes the sum non-finite: cheap to test, and only then is it located
+    nonfinite=(
+        "NOT isfinite(list_sum({x}::DOUBLE[]))",
+        "(list_position(list_transform({x}, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1)",
+    ),
+    outside=(f"list_bool_or({OUTSIDE})", f"(list_position({OUTSIDE}, true) - 1)"),
+)
+
+
+class DuckDBGenerator(Generator):
+    """Walks an IR graph, binding each value once; one `emit_<Kind>` method per node kind it computes
+    itself (the others are fused elementwise: export/duckdb/fusion.py). The macro is one expression, so
+    this target shares the checks (as CASE branches) but not the procedural statements."""
+
+    dialect = DUCKDB
 
     def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
-        self.graph = graph
-        self.name = name
-        self.version = version
+        super().__init__(graph, name, version)
         self.params_ref = PARAMS  # where the weights are read: a scan binds its own around its loop
 
     # -- weights ------------------------------------------------------------------------------
@@ -317,29 +342,6 @@ class DuckDBGenerator:
         # with [1] would run the subquery again for every row)
         return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {chain})[1])"
 
-    def checks(self) -> Iterator[str]:
-        for spec in self.graph.inputs:
-            errors = ir.InputErrors.of(self.name, spec)
-            length_error = literal(errors.length)
-            yield f"WHEN {spec.name} IS NULL THEN NULL"
-            yield (f"WHEN len({spec.name}) <> {spec.size} THEN error({length_error} || len({spec.name}))")
-            yield (f"WHEN list_count({spec.name}) <> {spec.size} THEN error({literal(errors.nulls)})")
-            # a NaN or an infinity makes the sum non-finite: cheap to test, and only then is it located
-            bad = f"list_transform({spec.name}, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE))"
-            yield (
-                f"WHEN NOT isfinite(list_sum({spec.name}::DOUBLE[])) THEN "
-                f"error({literal(errors.nonfinite)} || (list_position({bad}, true) - 1))"
-            )
-            if spec.dtype == "int32":
-                outside = (
-                    f"list_transform({spec.name}, lambda _nn_e: _nn_e < 0 OR _nn_e >= {spec.bound} "
-                    "OR _nn_e::DOUBLE <> floor(_nn_e::DOUBLE))"
-                )
-                yield (
-                    f"WHEN list_bool_or({outside}) THEN "
-                    f"error({literal(errors.index)} || (list_position({outside}, true) - 1))"
-                )
-
     def first_output(self) -> str:
         """The probabilities score() and label() read: the first output's."""
         whole = f"{self.name}.predict_proba({', '.join(spec.name for spec in self.graph.inputs)})"
@@ -348,25 +350,14 @@ class DuckDBGenerator:
         return f"list_slice({whole}, 1, {self.graph.outputs[0].stop})"
 
     def render(self) -> str:
-        environment = Environment(
-            loader=FileSystemLoader(TEMPLATES),
-            undefined=StrictUndefined,
-            keep_trailing_newline=True,
-        )
-        text = environment.get_template("model.sql.j2").render(
-            name=self.name,
-            version=self.version,
-            sha256=self.graph.sha256(),
+        context = self.context()
+        context.update(
             params=list(self.params()),
-            arguments=", ".join(spec.name for spec in self.graph.inputs),
-            checks=list(self.checks()),
             body=self.body(),
             n_classes=self.graph.n_classes,
-            name_literal=literal(self.name),
-            outputs=self.graph.outputs,
             first_output=self.first_output(),
         )
-        return wrap(text)
+        return wrap(render_template(TEMPLATES, "model.sql.j2", context))
 
 
 CAPABILITIES = register(

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from export import activations, ir
+from export.codegen import Dialect, render_template
 from export.errors import ExportError, InvalidName
 from export.names import check_model_name
+from export.procedural import ProceduralGenerator
 from export.sqltext import literal
-from export.target import Capabilities, emitted_kinds, emitter, register
+from export.target import Capabilities, emitted_kinds, register
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -120,178 +121,123 @@ def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
                 )
 
 
-class OracleGenerator:
-    """Walks an IR graph; one `emit_<Kind>` method per supported node kind yields PL/SQL statements."""
+PLSQL = Dialect(
+    target=TARGET,
+    array_type="UTL_NLA_ARRAY_FLT",
+    error="RAISE_APPLICATION_ERROR({code}, {message});",
+    error_with_argument="RAISE_APPLICATION_ERROR({code}, {message} || {argument});",
+    error_codes={"length": "-20001", "nulls": "-20002", "nonfinite": "-20003", "index": "-20004"},
+    length="{x}.COUNT",
+    wrong_length="{x}.COUNT <> {size}",
+    has_nulls="first_null({x}) IS NOT NULL",
+    nonfinite=("first_nonfinite({x}) IS NOT NULL", "first_nonfinite({x})"),
+    outside=("first_outside({x}, {bound}) IS NOT NULL", "first_outside({x}, {bound})"),
+    weight="g_{node}_{role}_1",
+    slice="slice({x}, {first}, {count})",
+    binary={op: f"elementwise({{a}}, {{b}}, '{op}')" for op in ir.BINARY_OPS},
+    zeros="zeros({n})",
+    loop="FOR nn_t IN 0 .. {last} LOOP",
+    loop_reverse="FOR nn_t IN REVERSE 0 .. {last} LOOP",
+    element="{x}({index})",
+    step="step_of({x}, nn_t, {features})",
+    empty="UTL_NLA_ARRAY_FLT()",
+    append="append_first({y}, {source}, {size});",
+)
+
+
+class OracleGenerator(ProceduralGenerator):
+    """PL/SQL: the shared statements, with products as UTL_NLA BLAS calls and activations as procedures
+    that work in place; every statement has one of the regular forms the test interpreter reads."""
+
+    dialect = PLSQL
 
     def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
-        self.graph = graph
-        self.name = name
-        self.version = version
+        super().__init__(graph, name, version)
         self.package = f"{name}_v{version}"
 
-    def var(self, value: str) -> str:
-        return value if any(spec.name == value for spec in self.graph.inputs) else f"v_{value}"
+    def activated(self, y: str, activation: str) -> list[str]:
+        return [] if activation == "linear" else [f"activate_{activation}({y});"]
 
-    def emit_Dense(self, node: ir.Dense, x: str) -> Iterator[str]:
+    def emit_Dense(self, node: ir.Dense, x: str) -> list[str]:
         y = self.var(node.name)
         chunks = list(kernel_chunks(node))
         single = len(chunks) == 1
-        if not single:
-            yield f"{y} := zeros({node.units});"
+        lines = [] if single else [self.assign(y, f"zeros({node.units})")]
         for chunk in chunks:
             target = y if single else "v_chunk"
             if node.bias is not None:
-                yield f"{target} := slice(g_{node.name}_bias_1, {chunk.first_unit + 1}, {chunk.units});"
+                start = f"slice(g_{node.name}_bias_1, {chunk.first_unit + 1}, {chunk.units})"
             else:
-                yield f"{target} := zeros({chunk.units});"
-            yield (
+                start = f"zeros({chunk.units})"
+            lines.append(self.assign(target, start))
+            lines.append(
                 f"UTL_NLA.BLAS_GEMV(trans => 'N', m => {chunk.units}, n => {node.in_features}, "
                 "alpha => 1.0f, "
                 f"a => {chunk.variable}, lda => {chunk.units}, x => {x}, incx => 1, beta => 1.0f, "
                 f"y => {target}, incy => 1, pack => 'C');"
             )
             if not single:
-                yield f"place({y}, v_chunk, {chunk.first_unit});"
-        if node.activation != "linear":
-            yield f"activate_{node.activation}({y});"
+                lines.append(f"place({y}, v_chunk, {chunk.first_unit});")
+        return lines + self.activated(y, node.activation)
 
-    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := {x};"
-        if node.activation != "linear":
-            yield f"activate_{node.activation}({self.var(node.name)});"
+    def emit_ActivationNode(self, node: ir.ActivationNode, x: str) -> list[str]:
+        y = self.var(node.name)
+        return [self.assign(y, x), *self.activated(y, node.activation)]
 
-    def emit_Reshape(self, node: ir.Reshape, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := {x};"
-
-    def emit_Gather(self, node: ir.Gather, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := gather({x}, g_{node.name}_indices_1);"
-
-    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> Iterator[str]:
+    def emit_PatchDense(self, node: ir.PatchDense, x: str) -> list[str]:
         """All windows (patches × size, row-major) times the kernel (size × units) in one BLAS_GEMM,
         onto the bias repeated per window; the result is position-major, as Keras lays it out."""
         y = self.var(node.name)
         if node.bias is not None:
-            yield f"{y} := tile(g_{node.name}_bias_1, {node.patches});"
+            start = f"tile(g_{node.name}_bias_1, {node.patches})"
         else:
-            yield f"{y} := zeros({node.patches * node.units});"
-        yield (
+            start = f"zeros({node.patches * node.units})"
+        gemm = (
             f"UTL_NLA.BLAS_GEMM(transa => 'N', transb => 'N', m => {node.patches}, n => {node.units}, "
             f"k => {node.size}, alpha => 1.0f, a => {x}, lda => {node.size}, b => g_{node.name}_kernel_1, "
             f"ldb => {node.units}, beta => 1.0f, c => {y}, ldc => {node.units}, pack => 'R');"
         )
-        if node.activation != "linear":
-            yield f"activate_{node.activation}({y});"
+        return [self.assign(y, start), gemm, *self.activated(y, node.activation)]
 
-    def emit_GroupMax(self, node: ir.GroupMax, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := group_max({x}, {node.size});"
-
-    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> Iterator[str]:
+    def emit_Concatenate(self, node: ir.Concatenate, *parts: str) -> list[str]:
         """The parts placed one after the other into a vector of their total size."""
         y = self.var(node.name)
-        yield f"{y} := zeros({self.graph.size_of(node.name)});"
+        lines = [self.assign(y, f"zeros({self.graph.size_of(node.name)})")]
         offset = 0
         for name, part in zip(node.inputs, parts, strict=True):
-            yield f"place({y}, {part}, {offset});"
+            lines.append(f"place({y}, {part}, {offset});")
             offset += self.graph.size_of(name)
+        return lines
 
-    def emit_Slice(self, node: ir.Slice, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := slice({x}, {node.start + 1}, {node.stop - node.start});"
-
-    def emit_Binary(self, node: ir.Binary, a: str, b: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := elementwise({a}, {b}, {literal(node.op)});"
-
-    def emit_Lookup(self, node: ir.Lookup, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := lookup({x}, g_{node.name}_table_1, {node.width});"
-
-    def emit_Affine(self, node: ir.Affine, x: str) -> Iterator[str]:
+    def emit_Affine(self, node: ir.Affine, x: str) -> list[str]:
         y = self.var(node.name)
-        yield f"{y} := elementwise({x}, g_{node.name}_scale_1, 'mul');"
+        lines = [self.assign(y, f"elementwise({x}, {self.weight(node, 'scale')}, 'mul')")]
         if node.shift is not None:
-            yield f"{y} := elementwise({y}, g_{node.name}_shift_1, 'add');"
-
-    def emit_StepMask(self, node: ir.StepMask, x: str) -> Iterator[str]:
-        yield f"{self.var(node.name)} := step_mask({x}, {node.steps});"
-
-    def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> Iterator[str]:
-        """A FOR loop over the steps running the body's statements (see ir.Scan); one statement per line,
-        in the regular forms the test interpreter reads."""
-        y, state, size = self.var(node.name), self.var(node.state_input), node.output_size
-        yield f"{state} := zeros({node.state_size});"
-        if node.sequences:
-            yield f"{y} := UTL_NLA_ARRAY_FLT();"
-        direction = "REVERSE " if node.reverse else ""
-        yield f"FOR nn_t IN {direction}0 .. {node.steps - 1} LOOP"
-        if mask is not None:
-            carry = (
-                f"append_first({y}, {'zeros(' + str(size) + ')' if node.zero_masked else state}, {size}); "
-            )
-            yield f"    IF {mask}(nn_t + 1) = 0 THEN {carry if node.sequences else ''}CONTINUE; END IF;"
-        yield f"    {self.var(node.step_input)} := step_of({x}, nn_t, {node.features});"
-        for statement in self.statements(node.body):
-            yield f"    {statement}"
-        yield f"    {state} := {self.var(node.body.output)};"
-        if node.sequences:
-            yield f"    append_first({y}, {state}, {size});"
-        yield "END LOOP;"
-        if not node.sequences:
-            yield f"{y} := slice({state}, 1, {size});"
-
-    def statements(self, graph: ir.Graph | None = None) -> Iterator[str]:
-        for node in (graph or self.graph).nodes:
-            method = emitter(self, node, TARGET)
-            yield from method(node, *(self.var(name) for name in node.inputs))
-
-    def checks(self) -> Iterator[str]:
-        for spec in self.graph.inputs:
-            errors = ir.InputErrors.of(self.name, spec)
-            yield f"IF {spec.name} IS NULL THEN RETURN NULL; END IF;"
-            yield (
-                f"IF {spec.name}.COUNT <> {spec.size} THEN RAISE_APPLICATION_ERROR(-20001, "
-                f"{literal(errors.length)} || {spec.name}.COUNT); END IF;"
-            )
-            if spec.dtype == "int32":
-                x = spec.name
-                outside = f"{x}(i) < 0 OR {x}(i) >= {spec.bound} OR {x}(i) <> TRUNC({x}(i))"
-                error = f"RAISE_APPLICATION_ERROR(-20004, {literal(errors.index)} || (i - 1))"
-                yield f"FOR i IN 1 .. {x}.COUNT LOOP IF {outside} THEN {error}; END IF; END LOOP;"
-            yield (
-                f"FOR i IN 1 .. {spec.name}.COUNT LOOP IF {spec.name}(i) IS NULL THEN "
-                "RAISE_APPLICATION_ERROR("
-                f"-20002, {literal(errors.nulls)}); END IF; "
-                f"IF {spec.name}(i) IS NAN OR {spec.name}(i) IS INFINITE THEN RAISE_APPLICATION_ERROR("
-                f"-20003, {literal(errors.nonfinite)} || (i - 1)); END IF; END LOOP;"
-            )
+            lines.append(self.assign(y, f"elementwise({y}, {self.weight(node, 'shift')}, 'add')"))
+        return lines
 
     def parameters(self) -> list[str]:
         return [f"{spec.name} IN UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs]
 
     def context(self) -> dict:
         chunks = list(stored_chunks(self.graph))
-        scan_inputs = [spec.name for spec in self.graph.all_inputs() if spec not in self.graph.inputs]
-        values = [self.var(name) for name in scan_inputs]
-        values += [self.var(node.name) for node in self.graph.all_nodes()] + ["v_chunk"]
-        return {
-            "name": self.name,
-            "name_literal": literal(self.name),
-            "version": self.version,
-            "package": self.package,
-            "sha256": self.graph.sha256(),
-            "parameters": ", ".join(self.parameters()),
-            "parameter_list": [f"{spec.name} UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs],
-            "arguments": ", ".join(spec.name for spec in self.graph.inputs),
-            "argument_list": [spec.name for spec in self.graph.inputs],
-            "classes": ", ".join(literal(label) for label in self.graph.classes),
-            "tensor_variables": [chunk.variable for chunk in chunks],
-            "loads": [(chunk.tensor, chunk.chunk, chunk.variable) for chunk in chunks],
-            "value_variables": values,
-            "checks": list(self.checks()),
-            "statements": list(self.statements()),
-            "output": self.var(self.graph.output),
-            "outputs": self.graph.outputs,
+        context = super().context()
+        context.update(
+            package=self.package,
+            parameters=", ".join(self.parameters()),
+            parameter_list=[f"{spec.name} UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs],
+            argument_list=[spec.name for spec in self.graph.inputs],
+            classes=", ".join(literal(label) for label in self.graph.classes),
+            tensor_variables=[chunk.variable for chunk in chunks],
+            loads=[(chunk.tensor, chunk.chunk, chunk.variable) for chunk in chunks],
+            value_variables=[*self.values(), "v_chunk"],
+            statements=self.statements(),
+            output=self.var(self.graph.output),
             # score's argmax runs over the first output (predict_proba joins several)
-            "first_count": str(self.graph.outputs[0].stop) if self.graph.outputs else "p.COUNT",
-            "elementwise": [(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
-        }
+            first_count=str(self.graph.outputs[0].stop) if self.graph.outputs else "p.COUNT",
+            elementwise=[(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
+        )
+        return context
 
     def elementwise(self) -> list[str]:
         """The activations of export/activations.py this graph uses: each gets a procedure."""
@@ -299,10 +245,7 @@ class OracleGenerator:
         return [name for name in activations.FORMULAS if name in used]
 
     def render(self, template: str) -> str:
-        environment = Environment(
-            loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True
-        )
-        return environment.get_template(template).render(**self.context())
+        return render_template(TEMPLATES, template, self.context())
 
     def version_package(self) -> str:
         return self.render("version_package.sql.j2")

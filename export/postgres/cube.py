@@ -27,7 +27,7 @@ class CubeGenerator(PostgresGenerator):
         super().__init__(graph, name, version)
         self.cube_schema = cube_schema  # quoted identifier, read from pg_extension
 
-    def emit_Dense(self, node: ir.Dense, x: str) -> str:
+    def emit_Dense(self, node: ir.Dense, x: str) -> list[str]:
         layout = cube_kernel(node.kernel.array)
         y, points, row = self.var(node.name), f"c_{node.name}_x", f"c_{node.name}_row"
         distances = " + ".join(
@@ -45,7 +45,7 @@ class CubeGenerator(PostgresGenerator):
         ]
         if node.activation != "linear":
             lines.append(self.activate(node))
-        return "\n    ".join(lines)
+        return lines
 
     def dense_nodes(self) -> Iterator[ir.Dense]:
         return (node for node in self.graph.all_nodes() if isinstance(node, ir.Dense))

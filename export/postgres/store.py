@@ -15,11 +15,12 @@ from psycopg import sql
 from tqdm import tqdm
 
 from export import ir
+from export.codegen import render_template
 from export.errors import ExportError
 from export.pipeline import VersionRecord
 from export.postgres import kernels
 from export.postgres.cube import CubeGenerator
-from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script, template
+from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 
@@ -145,8 +146,7 @@ class PostgresStore:
             return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
         schema_name = kernels.cube_schema(self.con)
         schema = sql.Identifier(schema_name).as_string(self.con)
-        library = template("library_cube.sql.j2")
-        self.con.execute(library.render(cube_schema=schema))  # type: ignore[attr-defined]
+        self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
         for node in graph.all_nodes():
             if isinstance(node, ir.Dense):
                 self.install_points(name, version, node, schema_name)

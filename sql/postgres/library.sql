@@ -67,6 +67,14 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
     SELECT least(array_position(x, 'NaN'), array_position(x, 'Infinity'), array_position(x, '-Infinity')) - 1
 $fn$;
 
+-- 0-based index of the first value of x that is not a whole number from 0 to bound - 1, or NULL: the
+-- check of an integer (token or category) input.
+CREATE OR REPLACE FUNCTION nnsql.first_outside(x float8[], bound integer)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+    SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
+     WHERE t.e < 0 OR t.e >= bound OR t.e <> floor(t.e)
+$fn$;
+
 -- Index of the largest value (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$

@@ -37,6 +37,29 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         RETURN v;
     END zeros;
 
+    -- The 0-based index of p's first NULL value, or NULL.
+    FUNCTION first_null(p IN UTL_NLA_ARRAY_FLT) RETURN PLS_INTEGER IS
+    BEGIN
+        FOR i IN 1 .. p.COUNT LOOP IF p(i) IS NULL THEN RETURN i - 1; END IF; END LOOP;
+        RETURN NULL;
+    END first_null;
+
+    -- The 0-based index of p's first NaN or infinite value, or NULL.
+    FUNCTION first_nonfinite(p IN UTL_NLA_ARRAY_FLT) RETURN PLS_INTEGER IS
+    BEGIN
+        FOR i IN 1 .. p.COUNT LOOP IF p(i) IS NAN OR p(i) IS INFINITE THEN RETURN i - 1; END IF; END LOOP;
+        RETURN NULL;
+    END first_nonfinite;
+
+    -- The 0-based index of p's first value that is not a whole number from 0 to p_bound - 1, or NULL.
+    FUNCTION first_outside(p IN UTL_NLA_ARRAY_FLT, p_bound IN PLS_INTEGER) RETURN PLS_INTEGER IS
+    BEGIN
+        FOR i IN 1 .. p.COUNT LOOP
+            IF p(i) < 0 OR p(i) >= p_bound OR p(i) <> TRUNC(p(i)) THEN RETURN i - 1; END IF;
+        END LOOP;
+        RETURN NULL;
+    END first_outside;
+
     -- p_count values of p_source starting at p_start (1-based).
     FUNCTION slice(p_source IN UTL_NLA_ARRAY_FLT, p_start IN PLS_INTEGER, p_count IN PLS_INTEGER)
         RETURN UTL_NLA_ARRAY_FLT IS
@@ -185,7 +208,8 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
     BEGIN
         IF features IS NULL THEN RETURN NULL; END IF;
         IF features.COUNT <> 3 THEN RAISE_APPLICATION_ERROR(-20001, 'tiny.predict_proba: features must have 3 values, got ' || features.COUNT); END IF;
-        FOR i IN 1 .. features.COUNT LOOP IF features(i) IS NULL THEN RAISE_APPLICATION_ERROR(-20002, 'tiny.predict_proba: features contains NULL values'); END IF; IF features(i) IS NAN OR features(i) IS INFINITE THEN RAISE_APPLICATION_ERROR(-20003, 'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || (i - 1)); END IF; END LOOP;
+        IF first_null(features) IS NOT NULL THEN RAISE_APPLICATION_ERROR(-20002, 'tiny.predict_proba: features contains NULL values'); END IF;
+        IF first_nonfinite(features) IS NOT NULL THEN RAISE_APPLICATION_ERROR(-20003, 'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || first_nonfinite(features)); END IF;
         ensure_loaded;
         -- begin network
         v_hidden := slice(g_hidden_bias_1, 1, 2);

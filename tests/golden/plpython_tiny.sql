@@ -16,6 +16,26 @@ def _softmax(v):
     e = np.exp(v - v.max())
     return e / e.sum()
 
+def gather(x, indices):
+    # an index of -1 (padding) reads the 0 appended to the row
+    return np.append(x, 0.0)[indices.astype(np.int64)]
+
+def group_max(x, size):
+    return x.reshape(-1, size).max(axis=1)
+
+def lookup(x, table, width):
+    return table.reshape(-1, width)[x.astype(np.int64)].ravel()
+
+def affine(x, scale, shift):
+    return x * scale if shift is None else x * scale + shift
+
+def step_mask(x, steps):
+    return np.any(x.reshape(steps, -1) != 0.0, axis=1)
+
+def first_outside(x, bound):
+    bad = np.flatnonzero((x < 0) | (x >= bound) | (x != np.floor(x)))
+    return int(bad[0]) if bad.size else None
+
 key = ('tiny', 3)
 weights = SD.get(key)
 if weights is None:
@@ -33,9 +53,8 @@ if len(features) != 3:
 if any(value is None for value in features):
     plpy.error('tiny.predict_proba: features contains NULL values')
 v_features = np.asarray(features, dtype=np.float64)
-_bad = np.flatnonzero(~np.isfinite(v_features))
-if _bad.size:
-    plpy.error('tiny.predict_proba: features holds NaN or infinity at 0-based index %d' % _bad[0])
+if not np.isfinite(v_features).all():
+    plpy.error('tiny.predict_proba: features holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_features))[0])
 v_hidden = np.maximum((v_features @ weights["hidden.kernel"] + weights["hidden.bias"]), 0.0)
 v_output = _softmax((v_hidden @ weights["output.kernel"]))
 return v_output.tolist()

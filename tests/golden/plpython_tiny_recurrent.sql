@@ -16,6 +16,26 @@ def _softmax(v):
     e = np.exp(v - v.max())
     return e / e.sum()
 
+def gather(x, indices):
+    # an index of -1 (padding) reads the 0 appended to the row
+    return np.append(x, 0.0)[indices.astype(np.int64)]
+
+def group_max(x, size):
+    return x.reshape(-1, size).max(axis=1)
+
+def lookup(x, table, width):
+    return table.reshape(-1, width)[x.astype(np.int64)].ravel()
+
+def affine(x, scale, shift):
+    return x * scale if shift is None else x * scale + shift
+
+def step_mask(x, steps):
+    return np.any(x.reshape(steps, -1) != 0.0, axis=1)
+
+def first_outside(x, bound):
+    bad = np.flatnonzero((x < 0) | (x >= bound) | (x != np.floor(x)))
+    return int(bad[0]) if bad.size else None
+
 key = ('tiny', 3)
 weights = SD.get(key)
 if weights is None:
@@ -33,9 +53,8 @@ if len(sequence) != 6:
 if any(value is None for value in sequence):
     plpy.error('tiny.predict_proba: sequence contains NULL values')
 v_sequence = np.asarray(sequence, dtype=np.float64)
-_bad = np.flatnonzero(~np.isfinite(v_sequence))
-if _bad.size:
-    plpy.error('tiny.predict_proba: sequence holds NaN or infinity at 0-based index %d' % _bad[0])
+if not np.isfinite(v_sequence).all():
+    plpy.error('tiny.predict_proba: sequence holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_sequence))[0])
 if extra is None:
     return None
 if len(extra) != 1:
@@ -43,16 +62,14 @@ if len(extra) != 1:
 if any(value is None for value in extra):
     plpy.error('tiny.predict_proba: extra contains NULL values')
 v_extra = np.asarray(extra, dtype=np.float64)
-_bad = np.flatnonzero(~np.isfinite(v_extra))
-if _bad.size:
-    plpy.error('tiny.predict_proba: extra holds NaN or infinity at 0-based index %d' % _bad[0])
-v_mask = np.any(v_sequence.reshape(3, -1) != 0.0, axis=1)
+if not np.isfinite(v_extra).all():
+    plpy.error('tiny.predict_proba: extra holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_extra))[0])
+v_mask = step_mask(v_sequence, 3)
 v_gru_s = np.zeros(2)
-_outputs_gru = []
-for _t in range(3):
-    if not v_mask[_t]:
+for nn_t in range(3):
+    if not v_mask[nn_t]:
         continue
-    v_gru_x = v_sequence[_t * 2:(_t + 1) * 2]
+    v_gru_x = v_sequence[nn_t * 2:(nn_t + 1) * 2]
     v_gru_xh = np.concatenate([v_gru_x, v_gru_s])
     v_gru_zrh = (v_gru_xh @ weights["gru_zrh.kernel"] + weights["gru_zrh.bias"])
     v_gru_rz = v_gru_zrh[2:4]
@@ -68,7 +85,7 @@ for _t in range(3):
     v_gru_zd = v_gru_z * v_gru_d
     v_gru_next = v_gru_hh + v_gru_zd
     v_gru_s = v_gru_next
-v_gru = v_gru_s[:2]
+v_gru = v_gru_s[0:2]
 v_joined = np.concatenate([v_gru, v_extra])
 v_output = _softmax((v_joined @ weights["output.kernel"]))
 return v_output.tolist()

@@ -10,25 +10,28 @@ RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
-    nn_bad_index bigint;
     v_hidden float8[];
+    v_output float8[];
     w_hidden_kernel real[];
     w_hidden_bias real[];
-    v_output float8[];
     w_output_kernel real[];
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
-    IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny.predict_proba: features must have 3 values, got %',
-    cardinality(features) USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny.predict_proba: features must be a one-dimensional array'
-    USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION 'tiny.predict_proba: features contains NULL values'
-    USING ERRCODE = 'null_value_not_allowed'; END IF;
-    IF array_lower(features, 1) <> 1 THEN features := features[array_lower(features, 1):array_upper(features, 1)];
-    END IF;
-    nn_bad_index := nnsql.first_nonfinite(features);
-    IF nn_bad_index IS NOT NULL THEN RAISE EXCEPTION 'tiny.predict_proba: features holds NaN or infinity at 0-based index %',
-    nn_bad_index USING ERRCODE = 'data_exception'; END IF;
+    IF cardinality(features) <> 3 THEN RAISE EXCEPTION
+        'tiny.predict_proba: features must have 3 values, got %', cardinality(features) USING ERRCODE =
+        'array_subscript_error'; END IF;
+    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION
+        'tiny.predict_proba: features must be a one-dimensional array' USING ERRCODE = 'array_subscript_error';
+        END IF;
+    IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION
+        'tiny.predict_proba: features contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;
+    IF array_lower(features, 1) <> 1 THEN features := features[
+        array_lower(features, 1):array_upper(features, 1)
+    ]; END IF;
+    IF nnsql.first_nonfinite(features) IS NOT NULL THEN RAISE EXCEPTION
+        'tiny.predict_proba: features holds NaN or infinity at 0-based index %', nnsql.first_nonfinite(
+        features
+    ) USING ERRCODE = 'data_exception'; END IF;
     SELECT value INTO w_hidden_kernel FROM nnsql.tensors
      WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.kernel';
     SELECT value INTO w_hidden_bias FROM nnsql.tensors

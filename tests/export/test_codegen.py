@@ -1,0 +1,70 @@
+"""The shared generators (export/codegen.py, export/procedural.py): what a target writes itself is only
+what its language computes its own way; everything else comes from its Dialect table."""
+
+from __future__ import annotations
+
+import pytest
+
+from export.codegen import Dialect
+from export.duckdb.generator import DuckDBGenerator
+from export.oracle.generator import PLSQL, OracleGenerator
+from export.postgres.cube import CubeGenerator
+from export.postgres.generator import PLPGSQL, PostgresGenerator
+from export.postgres.plpython import PLPYTHON, PlPythonGenerator
+from export.procedural import ProceduralGenerator
+from tests.golden.graphs import tiny_recurrent_graph
+
+# The products with stored tensors are each target's own (nnsql.dense, numpy's @, UTL_NLA); Oracle's
+# activations work in place and its vectors are filled by `place`.
+OWN_WAY = {
+    PostgresGenerator: {"emit_Dense", "emit_PatchDense", "emit_ActivationNode"},
+    CubeGenerator: {"emit_Dense"},
+    PlPythonGenerator: {"emit_Dense", "emit_PatchDense", "emit_ActivationNode"},
+    OracleGenerator: {
+        "emit_Dense",
+        "emit_PatchDense",
+        "emit_ActivationNode",
+        "emit_Concatenate",
+        "emit_Affine",
+    },
+}
+
+
+@pytest.mark.parametrize("generator", list(OWN_WAY), ids=lambda cls: cls.__name__)
+def test_procedural_targets_write_only_what_they_compute_their_own_way(generator):
+    own = {name for name in vars(generator) if name.startswith("emit_")}
+    assert own == OWN_WAY[generator]
+    assert issubclass(generator, ProceduralGenerator)
+
+
+def test_duckdb_shares_the_checks_but_not_the_statements():
+    """DuckDB's macro is one expression: its checks are the shared ones, as CASE branches."""
+    assert not issubclass(DuckDBGenerator, ProceduralGenerator)
+    checks = list(DuckDBGenerator(tiny_recurrent_graph(), "tiny", 1).checks())
+    assert checks[0] == "WHEN sequence IS NULL THEN NULL"
+    assert checks[1].startswith("WHEN len(sequence) <> 6 THEN error(")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "subscript", "head"),
+    [(PLPGSQL, "nn_t + 1", "x[1:2]"), (PLSQL, "nn_t + 1", "slice(x, 1, 2)"), (PLPYTHON, "nn_t", "x[0:2]")],
+    ids=lambda value: value.target if isinstance(value, Dialect) else None,
+)
+def test_index_base_shapes_subscripts_and_slices(dialect, subscript, head):
+    assert dialect.subscript("nn_t") == subscript
+    assert dialect.slice_of("x", 0, 2) == head
+
+
+@pytest.mark.parametrize("generator", [PostgresGenerator, PlPythonGenerator, OracleGenerator])
+def test_every_check_raises_the_targets_error_form(generator):
+    """Each input gets the same checks in the same order on every procedural target."""
+    checks = list(generator(tiny_recurrent_graph(), "tiny", 1).checks())
+    errors = [check for check in checks if "must have" in check or "NULL values" in check]
+    assert len(errors) == 4  # length and nulls, for each of the two inputs
+    assert all("tiny.predict_proba: " in check for check in errors)
+    form = {
+        PostgresGenerator: "RAISE EXCEPTION",
+        PlPythonGenerator: "plpy.error(",
+        OracleGenerator: "RAISE_APP",
+    }
+    assert all(form[generator] in check for check in errors)
