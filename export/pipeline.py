@@ -60,7 +60,8 @@ class Store(Protocol):
     beside the active one; `scores` is what the verify step compares with TensorFlow; `activate` writes
     the registry row and switches. Leaving the session by an exception discards what was staged:
     PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL commits) drops the staged
-    version's package and rows. Either way the previous version keeps scoring."""
+    version's package and rows (`discard`). Either way the previous version keeps scoring. The three
+    stores share one implementation of the steps, export/store.py's RegistryStore."""
 
     def session(self) -> AbstractContextManager[None]: ...
     def next_version(self, name: str) -> int: ...

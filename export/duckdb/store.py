@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-from tqdm import tqdm
 
 from export import ir
 from export.duckdb.generator import TEMPLATES, DuckDBGenerator
 from export.errors import ExportError
-from export.pipeline import VersionRecord
+from export.store import RegistryStore
 
 TENSOR_SCHEMA = pa.schema(
     [
@@ -73,7 +73,7 @@ def feature_table(inputs: dict[str, np.ndarray]) -> pa.Table:
     return pa.table(columns)
 
 
-class DuckDBStore:
+class DuckDBStore(RegistryStore):
     target = "duckdb"
 
     def __init__(self, path: str | Path, *, progress: bool = True) -> None:
@@ -104,29 +104,33 @@ class DuckDBStore:
             raise
         self.con.execute("COMMIT")
 
-    def next_version(self, name: str) -> int:
-        row = self.con.execute(
-            "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = ?", [name]
-        ).fetchone()
-        return int(row[0]) if row else 1
+    def execute(self, statement: str, params: Sequence[object] = ()) -> None:
+        self.con.execute(statement, list(params))
 
-    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
-        tensors = list(stored_tensors(graph))
-        bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
-        for tensor, array, layout in bar:
-            row = pa.table(
-                [
-                    [name],
-                    [version],
-                    [tensor],
-                    [list(array.shape)],
-                    [layout],
-                    [np.asarray(array, dtype=np.float64).ravel()],
-                ],
-                schema=TENSOR_SCHEMA,
-            )
-            with self.registered(row) as relation:
-                self.con.execute(f"INSERT INTO nnsql.tensors SELECT * FROM {relation}")
+    def fetch_one(self, statement: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
+        return self.con.execute(statement, list(params)).fetchone()
+
+    def placeholders(self, count: int) -> list[str]:
+        return ["?"] * count
+
+    def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
+        for tensor, array, layout in stored_tensors(graph):
+            yield {
+                "model": name,
+                "version": version,
+                "tensor": tensor,
+                "shape": list(array.shape),
+                "layout": layout,
+                "value": np.asarray(array, dtype=np.float64).ravel(),
+            }
+
+    def insert_tensor(self, row: dict[str, object]) -> None:
+        """Through Arrow: a long list as a query parameter is slow to bind."""
+        table = pa.table([[value] for value in row.values()], schema=TENSOR_SCHEMA)
+        with self.registered(table) as relation:
+            self.con.execute(f"INSERT INTO nnsql.tensors SELECT * FROM {relation}")
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
         self.con.execute(DuckDBGenerator(graph, name, version).render())
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
@@ -138,14 +142,6 @@ class DuckDBStore:
             ).to_arrow_table()
         column = result.column("p").combine_chunks()
         return np.asarray(column.flatten(), dtype=np.float64).reshape(len(table), -1)
-
-    def activate(self, record: VersionRecord) -> None:
-        self.con.execute("UPDATE nnsql.models SET active = false WHERE name = ?", [record.name])
-        row = record.registry_row()
-        self.con.execute(
-            f"INSERT INTO nnsql.models ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-            list(row.values()),
-        )
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = feature_table({"features": features}).append_column(

@@ -13,9 +13,10 @@ import getpass
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -24,6 +25,7 @@ from export import ir
 from export.errors import ExportError
 from export.oracle.generator import SQL_DIR, OracleGenerator, stored_chunks
 from export.pipeline import VersionRecord
+from export.store import RegistryStore
 
 DSN_FORM = re.compile(
     r"(?P<user>[A-Za-z][\w$#]*)@(?P<host>[\w.-]+)(?::(?P<port>\d+))?/(?P<service>[\w.$#-]+)"
@@ -96,8 +98,11 @@ def sql_statements(script: str) -> Iterator[str]:
             yield text
 
 
-class OracleStore:
+class OracleStore(RegistryStore):
     target = "oracle"
+    models_table = "nnsql_models"
+    tensors_table = "nnsql_tensors"
+    active = ("Y", "N")
 
     def __init__(self, dsn: OracleDsn, secret: str, *, progress: bool = True) -> None:
         import oracledb
@@ -118,9 +123,9 @@ class OracleStore:
     def close(self) -> None:
         self.con.close()
 
-    def execute(self, statement: str, params: list | dict | None = None) -> None:
+    def execute(self, statement: str, params: Sequence[object] | dict[str, object] = ()) -> None:
         with self.con.cursor() as cursor:
-            cursor.execute(statement, params or [])
+            cursor.execute(statement, params if isinstance(params, dict) else list(params))
             if cursor.warning:  # compilation errors come back as a warning
                 raise ExportError(f"generated PL/SQL did not compile: {cursor.warning}; see USER_ERRORS")
 
@@ -133,12 +138,13 @@ class OracleStore:
             self.con.commit()
         except BaseException as error:
             self.con.rollback()
-            self.discard_staged()
+            self.discard()
             if isinstance(error, self.oracledb.Error):
                 raise explain(error, self.dsn) from error
             raise
 
-    def discard_staged(self) -> None:
+    def discard(self) -> None:
+        """Oracle's DDL commits, so a failed export drops the staged version's rows and package."""
         if self.generator is None or self.switched:
             return
         name, version = self.generator.name, self.generator.version
@@ -149,25 +155,34 @@ class OracleStore:
             with contextlib.suppress(self.oracledb.Error):  # it may never have been created
                 cursor.execute(f"DROP PACKAGE {self.generator.package}")
 
-    def next_version(self, name: str) -> int:
+    def fetch_one(self, statement: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
         with self.con.cursor() as cursor:
-            cursor.execute("SELECT NVL(MAX(version), 0) + 1 FROM nnsql_models WHERE name = :1", [name])
-            return int(cursor.fetchone()[0])
+            cursor.execute(statement, list(params))
+            return cursor.fetchone()
+
+    def placeholders(self, count: int) -> list[str]:
+        return [f":{index + 1}" for index in range(count)]
+
+    def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
+        """Kernels over a VARRAY's 1,000,000 values are stored in chunks of whole units."""
+        for chunk in stored_chunks(graph):
+            yield {
+                "model": name,
+                "version": version,
+                "tensor": chunk.tensor,
+                "chunk": chunk.chunk,
+                "shape": chunk.shape,
+                "layout": chunk.layout,
+                "value": self.array_type.newobject([float(v) for v in chunk.values]),
+            }
 
     def stage(self, name: str, version: int, graph: ir.Graph) -> None:
-        self.generator = OracleGenerator(graph, name, version)
-        chunks = list(stored_chunks(graph))
-        with self.con.cursor() as cursor:
-            for chunk in tqdm(
-                chunks, desc=f"{name} v{version}: tensors", unit="array", disable=not self.progress
-            ):
-                value = self.array_type.newobject([float(v) for v in chunk.values])
-                cursor.execute(
-                    "INSERT INTO nnsql_tensors (model, version, tensor, chunk, shape, layout, value) "
-                    "VALUES (:1, :2, :3, :4, :5, :6, :7)",
-                    [name, version, chunk.tensor, chunk.chunk, chunk.shape, chunk.layout, value],
-                )
+        self.generator = OracleGenerator(graph, name, version)  # from here on, discard() cleans up
+        super().stage(name, version, graph)
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
         self.con.commit()
+        assert self.generator is not None
         for statement in sql_statements(self.generator.version_package()):
             self.execute(statement)
 
@@ -189,11 +204,7 @@ class OracleStore:
 
     def activate(self, record: VersionRecord) -> None:
         assert self.generator is not None
-        row = record.registry_row(active=False)
-        row["active"] = "N"
-        columns = ", ".join(row)
-        placeholders = ", ".join(f":{column}" for column in row)
-        self.execute(f"INSERT INTO nnsql_models ({columns}) VALUES ({placeholders})", row)
+        self.insert(self.models_table, {**record.registry_row(), "active": self.active[1]})
         self.con.commit()
         for statement in sql_statements(self.generator.dispatch_spec() + self.generator.dispatch_body()):
             self.execute(statement)  # the switch

@@ -6,8 +6,9 @@ runtime, tensors, functions, in-database scoring of the samples, registry row. A
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -21,6 +22,7 @@ from export.pipeline import VersionRecord
 from export.postgres import kernels
 from export.postgres.cube import CubeGenerator
 from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+from export.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 
@@ -85,7 +87,7 @@ SELECT %(model)s, %(version)s, %(tensor)s, %(chunk)s, %(shift)s, %(norms)s,
 """
 
 
-class PostgresStore:
+class PostgresStore(RegistryStore):
     target = "postgres"
 
     def __init__(
@@ -119,22 +121,28 @@ class PostgresStore:
         except psycopg.Error as error:
             raise ExportError(f"PostgreSQL error on {self.where}: {str(error).splitlines()[0]}") from error
 
-    def next_version(self, name: str) -> int:
-        # Exports are serialised by the lock taken when the session began (session()).
-        row = self.con.execute(
-            "SELECT coalesce(max(version), 0) + 1 FROM nnsql.models WHERE name = %s", [name]
-        ).fetchone()
-        return int(row[0]) if row else 1
+    def execute(self, statement: str, params: Sequence[object] = ()) -> None:
+        self.con.execute(statement, list(params))
 
-    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
-        tensors = list(stored_tensors(graph))
-        bar = tqdm(tensors, desc=f"{name} v{version}: tensors", unit="tensor", disable=not self.progress)
-        for tensor, array in bar:
-            self.con.execute(
-                "INSERT INTO nnsql.tensors (model, version, tensor, shape, layout, value) "
-                "VALUES (%s, %s, %s, %s, 'as in Keras, row-major', %s::real[])",
-                [name, version, tensor, list(array.shape), array.ravel().tolist()],
-            )
+    def fetch_one(self, statement: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
+        return self.con.execute(statement, list(params)).fetchone()
+
+    def placeholders(self, count: int) -> list[str]:
+        return ["%s"] * count
+
+    def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
+        for tensor, array in stored_tensors(graph):
+            yield {
+                "model": name,
+                "version": version,
+                "tensor": tensor,
+                "shape": list(array.shape),
+                "layout": "as in Keras, row-major",
+                "value": array.ravel().tolist(),
+            }
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+        """The kernel (chosen inside the export's transaction), the functions, and the grant."""
         self.kernel = kernels.choose(self.con, self.requested_kernel)
         self.con.execute(self.generator(name, version, graph).render())
         if self.grant_to:
@@ -193,16 +201,8 @@ class PostgresStore:
         self.con.execute("DROP TABLE _nn_samples")
         return np.array([row[0] for row in rows], dtype=np.float64)
 
-    def activate(self, record: VersionRecord) -> None:
-        self.con.execute("UPDATE nnsql.models SET active = false WHERE name = %s", [record.name])
-        row = {**record.registry_row(), "kernel": self.kernel}
-        self.con.execute(
-            sql.SQL("INSERT INTO nnsql.models ({}) VALUES ({})").format(
-                sql.SQL(", ").join(sql.Identifier(column) for column in row),
-                sql.SQL(", ").join(sql.Placeholder() for _ in row),
-            ),
-            list(row.values()),
-        )
+    def registry_row(self, record: VersionRecord) -> dict[str, object]:
+        return {**super().registry_row(record), "kernel": self.kernel}
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = sql.Identifier(name, "testdata")
