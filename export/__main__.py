@@ -26,14 +26,13 @@ TARGET_MODULES = (
 
 def support_matrix() -> list[tuple[str, str, dict[str, bool]]]:
     """(Keras layer, IR node kind, {target: supported}) for every layer the front end converts."""
-    for module in TARGET_MODULES:
-        importlib.import_module(module)
+    commands()  # imports every target module, which registers its target
     rows = []
     for layer, kind in sorted(PRODUCES.items()):
         kinds = set(kind.split("+")) - {"identity"}  # a layer lowered to several primitives needs them all
         if "Scan" in kinds:  # and a scan, the primitives its body is made of
             kinds |= BODY_KINDS
-        support = {name: kinds <= caps.node_kinds for name, caps in TARGETS.items()}
+        support = {name: kinds <= t.capabilities.node_kinds for name, t in TARGETS.items()}
         rows.append((layer, kind, support))
     return rows
 
@@ -49,7 +48,7 @@ def markdown_table() -> str:
         marks = " | ".join("yes" if support[t] else "no" for t in targets)
         lines.append(f"| {layer} | {kind} | {marks} |")
     lines.append("")
-    activations = set(next(iter(TARGETS.values())).activations) - set(ir.INTERNAL_ACTIVATIONS)
+    activations = set(next(iter(TARGETS.values())).capabilities.activations) - set(ir.INTERNAL_ACTIVATIONS)
     activations |= set(LOWERED_ACTIVATIONS)  # built from primitives by the front end
     lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
     return "\n".join(lines)
@@ -64,13 +63,11 @@ def update_readme(path: Path) -> None:
     path.write_text(f"{head}{start}{markdown_table()}\n{end}{tail}")
 
 
-# The command-line entry of each target: `python -m export --target X` runs it with the other arguments.
-ENTRY_POINTS = {
-    "duckdb": "export.duckdb.__main__",
-    "postgres": "export.postgres.__main__",
-    "oracle": "export.oracle.__main__",
-    "onnx": "export.onnx.__main__",
-}
+def commands() -> dict[str, str]:
+    """Target name → the module whose `main` is `python -m export --target NAME`."""
+    for module in TARGET_MODULES:
+        importlib.import_module(module)
+    return {name: target.command for name, target in TARGETS.items() if target.command is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,12 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         add_help=False,  # with --target, --help is the target's
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help (with --target: its help)")
-    parser.add_argument("--target", choices=sorted(ENTRY_POINTS), help="compile for this target")
+    entry_points = commands()
+    parser.add_argument("--target", choices=sorted(entry_points), help="compile for this target")
     parser.add_argument("--supported", action="store_true", help="print the layer support matrix (Markdown)")
     parser.add_argument("--write-readme", type=Path, metavar="README", help="update the table in README")
     args, rest = parser.parse_known_args(argv)
     if args.target:
-        target_main = importlib.import_module(ENTRY_POINTS[args.target]).main
+        target_main = importlib.import_module(entry_points[args.target]).main
         return int(target_main([*rest, "--help"] if args.help else rest))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)} (did you mean --target X {rest[0]}?)")

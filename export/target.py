@@ -1,7 +1,8 @@
 """What a target can compile, declared as data, and the check run before anything is written.
 
-Each target module declares one `Capabilities`. The shared code consults it; no module branches on a
-target's name. `python -m export --supported` prints the matrix from these declarations.
+Each target module registers one `Target`: its `Capabilities`, its generator and its command. The shared
+code consults them; no module branches on a target's name. `python -m export --supported` prints the
+matrix from these declarations, and `python -m export --target NAME` runs the target's command.
 """
 
 from __future__ import annotations
@@ -59,7 +60,20 @@ class Capabilities:
                 )
 
 
-TARGETS: dict[str, Capabilities] = {}
+@dataclass(frozen=True)
+class Target:
+    """One target as data: what it compiles, the class that writes its code, and its command."""
+
+    capabilities: Capabilities
+    generator: type | None  # None: the target converts the Keras model itself (ONNX)
+    command: str | None  # module of `python -m export --target NAME`; None: a kernel of another target
+
+    @property
+    def name(self) -> str:
+        return self.capabilities.target
+
+
+TARGETS: dict[str, Target] = {}
 
 
 def emitter(generator: object, node: ir.Node, target: str) -> Callable[..., Any]:
@@ -75,6 +89,8 @@ def emitted_kinds(generator_class: type) -> frozenset[str]:
     return frozenset(name[len("emit_") :] for name in dir(generator_class) if name.startswith("emit_"))
 
 
-def register(capabilities: Capabilities) -> Capabilities:
-    TARGETS[capabilities.target] = capabilities
+def register(
+    capabilities: Capabilities, generator: type | None = None, command: str | None = None
+) -> Capabilities:
+    TARGETS[capabilities.target] = Target(capabilities, generator, command)
     return capabilities

@@ -365,5 +365,7 @@ CAPABILITIES = register(
         target=TARGET,
         node_kinds=emitted_kinds(DuckDBGenerator) | set(fusion.FUSED_KINDS),
         several_outputs=True,
-    )
+    ),
+    DuckDBGenerator,
+    command="export.duckdb.__main__",
 )

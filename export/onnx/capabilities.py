@@ -19,4 +19,4 @@ def node_kinds() -> frozenset[str]:
     return frozenset(kinds)
 
 
-CAPABILITIES = register(Capabilities(target="onnx", node_kinds=node_kinds()))
+CAPABILITIES = register(Capabilities(target="onnx", node_kinds=node_kinds()), command="export.onnx.__main__")

@@ -269,5 +269,7 @@ CAPABILITIES = register(
         node_kinds=emitted_kinds(OracleGenerator),
         max_array_len=MAX_ARRAY_LEN,
         several_outputs=True,
-    )
+    ),
+    OracleGenerator,
+    command="export.oracle.__main__",
 )

@@ -73,5 +73,6 @@ class CubeGenerator(PostgresGenerator):
 
 
 CAPABILITIES = register(
-    Capabilities(target="postgres+cube", node_kinds=emitted_kinds(CubeGenerator), several_outputs=True)
+    Capabilities(target="postgres+cube", node_kinds=emitted_kinds(CubeGenerator), several_outputs=True),
+    CubeGenerator,
 )

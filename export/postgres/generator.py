@@ -169,5 +169,7 @@ def grant_script(name: str, role: str) -> str:
 
 
 CAPABILITIES = register(
-    Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator), several_outputs=True)
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator), several_outputs=True),
+    PostgresGenerator,
+    command="export.postgres.__main__",
 )

@@ -138,5 +138,6 @@ class PlPythonGenerator(ProceduralGenerator):
 
 
 CAPABILITIES = register(
-    Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator), several_outputs=True)
+    Capabilities(target=TARGET, node_kinds=emitted_kinds(PlPythonGenerator), several_outputs=True),
+    PlPythonGenerator,
 )
