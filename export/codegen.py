@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -144,11 +145,7 @@ class Generator:
         separator = self.dialect.outcome_separator
         return self.dialect.check.format(condition=condition, outcome=separator.join(statements))
 
-    def first_slice(self) -> tuple[int, int] | None:
-        """Where the first output lies in predict_proba's joined outputs, if the model has several."""
-        return (0, self.graph.outputs[0].stop) if self.graph.outputs else None
-
-    def context(self) -> dict[str, object]:
+    def context(self) -> dict[str, Any]:
         """What every target's templates read."""
         return {
             "name": self.name,

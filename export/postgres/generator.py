@@ -136,8 +136,8 @@ class PostgresGenerator(ProceduralGenerator):
 
     def render(self) -> str:
         context = self.context()
-        first = self.first_slice()
-        subscript = "" if first is None else f"[{first[0] + 1}:{first[1]}]"
+        # the first output of predict_proba's joined outputs, if several: what score() reads
+        subscript = f"[1:{self.graph.outputs[0].stop}]" if self.graph.outputs else ""
         arguments = context["arguments"]
         context.update(
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
@@ -149,7 +149,7 @@ class PostgresGenerator(ProceduralGenerator):
             # what calls predict_proba may run in a parallel worker only if predict_proba may
             parallel="UNSAFE" if self.plpython else "SAFE",
             variables=list(self.variables()),
-            checks=[in_body(check) for check in self.checks()],
+            checks=[in_body(check) for check in context["checks"]],
             loads=[] if self.plpython else list(self.loads()),
             # the PL/pgSQL body, or the PL/Python one
             statements=[] if self.plpython else [in_body(line) for line in self.lines()],
