@@ -35,12 +35,12 @@ class VersionRecord:
     parity: parity.ParityReport
     sample_source: str
 
-    def registry_row(self, active: bool = True) -> dict[str, object]:
-        """Column → value for the registry table that every database target shares (see sql/)."""
+    def registry_row(self) -> dict[str, object]:
+        """Column → value for the registry table that every database target shares (see sql/); the
+        store adds `active` in its database's spelling."""
         return {
             "name": self.name,
             "version": self.version,
-            "active": active,
             "sha256": self.sha256,
             "input_spec": self.input_spec,
             "classes": self.classes,

@@ -37,7 +37,8 @@ class RegistryStore:
         raise NotImplementedError
 
     def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
-        """The rows of the tensors table that the version's scoring code reads."""
+        """The rows of the tensors table that the version's scoring code reads; `value` is a flat numpy
+        array, turned into the driver's type one row at a time by `insert_tensor`."""
         raise NotImplementedError
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
@@ -58,7 +59,7 @@ class RegistryStore:
         self.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({markers})", list(row.values()))
 
     def insert_tensor(self, row: dict[str, object]) -> None:
-        self.insert(self.tensors_table, row)
+        raise NotImplementedError
 
     def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         """The new version's tensors and scoring code; the active version keeps scoring."""
@@ -68,8 +69,8 @@ class RegistryStore:
             self.insert_tensor(row)
         self.install(name, version, graph)
 
-    def registry_row(self, record: VersionRecord) -> dict[str, object]:
-        return {**record.registry_row(), "active": self.active[0]}
+    def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
+        return {**record.registry_row(), "active": self.active[0 if active else 1]}
 
     def activate(self, record: VersionRecord) -> None:
         """The verified version becomes the one `NAME.score` runs, and the registry says so."""

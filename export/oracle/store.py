@@ -173,8 +173,13 @@ class OracleStore(RegistryStore):
                 "chunk": chunk.chunk,
                 "shape": chunk.shape,
                 "layout": chunk.layout,
-                "value": self.array_type.newobject([float(v) for v in chunk.values]),
+                "value": chunk.values,
             }
+
+    def insert_tensor(self, row: dict[str, object]) -> None:
+        value = row["value"]
+        assert isinstance(value, np.ndarray)
+        self.insert(self.tensors_table, {**row, "value": self.array_type.newobject(value.tolist())})
 
     def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         self.generator = OracleGenerator(graph, name, version)  # from here on, discard() cleans up
@@ -204,7 +209,7 @@ class OracleStore(RegistryStore):
 
     def activate(self, record: VersionRecord) -> None:
         assert self.generator is not None
-        self.insert(self.models_table, {**record.registry_row(), "active": self.active[1]})
+        self.insert(self.models_table, self.registry_row(record, active=False))
         self.con.commit()
         for statement in sql_statements(self.generator.dispatch_spec() + self.generator.dispatch_body()):
             self.execute(statement)  # the switch

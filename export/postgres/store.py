@@ -138,8 +138,13 @@ class PostgresStore(RegistryStore):
                 "tensor": tensor,
                 "shape": list(array.shape),
                 "layout": "as in Keras, row-major",
-                "value": array.ravel().tolist(),
+                "value": array.ravel(),
             }
+
+    def insert_tensor(self, row: dict[str, object]) -> None:
+        value = row["value"]
+        assert isinstance(value, np.ndarray)
+        self.insert(self.tensors_table, {**row, "value": value.tolist()})
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
@@ -201,8 +206,8 @@ class PostgresStore(RegistryStore):
         self.con.execute("DROP TABLE _nn_samples")
         return np.array([row[0] for row in rows], dtype=np.float64)
 
-    def registry_row(self, record: VersionRecord) -> dict[str, object]:
-        return {**super().registry_row(record), "kernel": self.kernel}
+    def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
+        return {**super().registry_row(record, active=active), "kernel": self.kernel}
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = sql.Identifier(name, "testdata")
