@@ -18,12 +18,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m serve",
         description="Serve every model and version of a model repository (written by python -m "
-        "export.onnx) over KServe V2 / Open Inference Protocol and TF Serving REST, with a drawing page "
-        "at /. New versions are picked up without a restart.",
+        "export.onnx) over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and "
+        "TF Serving REST, with a page for any model at /. New versions are picked up without a restart.",
     )
     parser.add_argument("--repo", type=Path, default=Path("model_repository"), help="model repository")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        help="also serve the KServe V2 gRPC protocol (and Triton's extensions) on this port, e.g. 8001",
+    )
     parser.add_argument("--threads", type=int, default=8, help="threads that run requests (default 8)")
     parser.add_argument("--max-batch-size", type=int, default=32, help="rows merged into one session.run")
     parser.add_argument(
@@ -96,12 +101,34 @@ def main(argv: list[str] | None = None) -> int:
         asyncore_use_poll=True,  # select() stops at 1024 descriptors
         ident="nnsql",
     )
+    grpc_server = None
+    if args.grpc_port is not None:
+        from serve.rpc.server import create_grpc_server
+
+        try:
+            grpc_server, grpc_port = create_grpc_server(
+                app,
+                args.host,
+                args.grpc_port,
+                threads=args.threads,
+                max_message_bytes=int(args.max_body_mb * 1024 * 1024),
+                max_concurrent_calls=args.max_connections,
+            )
+        except OSError as error:
+            server.close()
+            app.extensions["repository"].close()
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        grpc_server.start()
+        print(f"serving gRPC (KServe V2) on {args.host}:{grpc_port}")
     print(f"serving {args.repo} on http://{args.host}:{server.effective_port}/ with {args.threads} threads")
     try:
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
+        if grpc_server is not None:
+            grpc_server.stop(grace=5)
         server.close()
         app.extensions["repository"].close()
     return 0

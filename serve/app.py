@@ -14,6 +14,8 @@ from werkzeug.exceptions import HTTPException
 
 from serve import tfserving, v2, web
 from serve.errors import ScoringError
+from serve.extensions import routes as extensions
+from serve.extensions.control import RepositoryControl
 from serve.metrics import Metrics
 from serve.repository import ModelRepository
 
@@ -24,9 +26,11 @@ DEFAULTS: dict[str, Any] = {
     "POLL_SECONDS": 1.0,
     "MAX_REQUEST_ROWS": 1024,
     "API_KEY_FILE": None,
+    "STATE_DIR": None,  # shared by the worker processes: which models a client unloaded
 }
 OPEN_PATHS = ("/v2/health/", "/openapi.json", "/static/")
 ACCESS_LOG = logging.getLogger("serve.access")
+KEY_REFUSED = "missing or invalid API key: send Authorization: Bearer <key>"
 
 
 def create_app(config: dict[str, Any] | None = None, config_file: str | None = None) -> Flask:
@@ -45,10 +49,12 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
         delay_ms=float(app.config["MAX_BATCH_DELAY_MS"]),
         poll_seconds=float(app.config["POLL_SECONDS"]),
         observe_batch=metrics.observe_batch,
+        observe_run=metrics.observe_run,
+        control=RepositoryControl(app.config["STATE_DIR"]),
     ).start()
     register_hooks(app)
 
-    for blueprint in (v2.blueprint, tfserving.blueprint, web.blueprint):
+    for blueprint in (v2.blueprint, extensions.blueprint, tfserving.blueprint, web.blueprint):
         app.register_blueprint(blueprint)
     return app
 
@@ -69,15 +75,21 @@ def read_api_keys(path: str | None) -> frozenset[str]:
     return keys
 
 
+def key_accepted(authorization: str, api_key: str, keys: frozenset[str]) -> bool:
+    """An `Authorization: Bearer <key>` or `X-API-Key: <key>` holds one of the keys (HTTP headers and gRPC
+    metadata alike)."""
+    given = authorization[7:] if authorization.startswith("Bearer ") else api_key
+    # bytes, not str: compare_digest refuses non-ASCII strings, and a header may hold anything
+    offered = given.encode("utf-8", "surrogateescape")
+    return any(hmac.compare_digest(offered, key.encode()) for key in keys)
+
+
 def authorised() -> bool:
     keys = current_app.extensions["api_keys"]
     if not keys or request.path == "/" or request.path.startswith(OPEN_PATHS):
         return True
-    header = request.headers.get("Authorization", "")
-    given = header[7:] if header.startswith("Bearer ") else request.headers.get("X-API-Key", "")
-    # bytes, not str: compare_digest refuses non-ASCII strings, and a header may hold anything
-    offered = given.encode("utf-8", "surrogateescape")
-    return any(hmac.compare_digest(offered, key.encode()) for key in keys)
+    headers = request.headers
+    return key_accepted(headers.get("Authorization", ""), headers.get("X-API-Key", ""), keys)
 
 
 def register_hooks(app: Flask) -> None:
@@ -85,7 +97,7 @@ def register_hooks(app: Flask) -> None:
     def start() -> Response | None:
         g.started = time.perf_counter()
         if not authorised():
-            response = jsonify(error="missing or invalid API key: send Authorization: Bearer <key>")
+            response = jsonify(error=KEY_REFUSED)
             response.status_code = 401
             response.headers["WWW-Authenticate"] = "Bearer"
             return response

@@ -33,19 +33,23 @@ def request_limit(model: LoadedModel) -> int:
     return rows * model.row_size() * BYTES_PER_JSON_VALUE + 64 * 1024
 
 
+def too_large(model: LoadedModel) -> ScoringError:
+    rows = current_app.config["MAX_REQUEST_ROWS"]
+    return ScoringError(
+        f"request body exceeds the limit of {request_limit(model)} bytes for model {model.name} "
+        f"({rows} rows of {model.row_size()} values)",
+        413,
+    )
+
+
 def read_body(model: LoadedModel) -> bytes:
     """The request body, refused with 413 past the limit derived from the model's input shapes."""
     limit = request_limit(model)
-    rows = current_app.config["MAX_REQUEST_ROWS"]
-    message = (
-        f"request body exceeds the limit of {limit} bytes for model {model.name} "
-        f"({rows} rows of {model.row_size()} values)"
-    )
     if (request.content_length or 0) > limit:
-        raise ScoringError(message, 413)
+        raise too_large(model)
     body = request.stream.read(limit + 1)
     if len(body) > limit:
-        raise ScoringError(message, 413)
+        raise too_large(model)
     return body
 
 
@@ -75,13 +79,13 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
     if rows > limit:
         raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
     started = time.perf_counter()
-    status = "error"
+    ok = False
     try:
         cast = {name: values.astype(np.float32, copy=False) for name, values in feeds.items()}
         assert model.batcher is not None
         outputs = model.batcher.submit(cast)
-        status = "ok"
+        ok = True
         return outputs
     finally:
-        metrics().requests.labels(model.name, str(model.version), protocol, status).inc()
-        metrics().latency.labels(protocol).observe(time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        metrics().observe_request(model.name, model.version, protocol, ok, seconds, rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -34,9 +36,48 @@ class Metrics:
         self.queue_depth = Gauge(
             "nnsql_queue_depth", "Requests waiting for a batch", ["model"], registry=self.registry
         )
+        # Per model version, for the statistics extension (serve/extensions/statistics.py reads them back)
+        self.request_seconds = Counter(
+            "nnsql_model_request_seconds",
+            "Seconds spent on inference requests, by model version and outcome",
+            ["model", "version", "status"],
+            registry=self.registry,
+        )
+        self.inferences = Counter(
+            "nnsql_inferences", "Rows inferred", ["model", "version"], registry=self.registry
+        )
+        self.runs = Histogram(
+            "nnsql_model_run_seconds",
+            "Seconds per session.run (one per batch)",
+            ["model", "version"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.last_inference = Gauge(
+            "nnsql_last_inference_timestamp_seconds",
+            "When the model version last answered a request",
+            ["model", "version"],
+            multiprocess_mode="max",
+            registry=self.registry,
+        )
 
     def observe_batch(self, model: str, rows: int) -> None:
         self.batch_rows.labels(model).observe(rows)
+
+    def observe_run(self, model: str, version: int, seconds: float) -> None:
+        self.runs.labels(model, str(version)).observe(seconds)
+
+    def observe_request(
+        self, model: str, version: int, protocol: str, ok: bool, seconds: float, rows: int
+    ) -> None:
+        """One inference request answered (ok) or failed after its model was found."""
+        status = "ok" if ok else "error"
+        self.requests.labels(model, str(version), protocol, status).inc()
+        self.latency.labels(protocol).observe(seconds)
+        self.request_seconds.labels(model, str(version), status).inc(seconds)
+        if ok:
+            self.inferences.labels(model, str(version)).inc(rows)
+            self.last_inference.labels(model, str(version)).set(time.time())
 
     def render(self, depths: dict[str, int]) -> bytes:
         self.queue_depth.clear()  # models and versions removed since the last scrape leave no stale series

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +20,11 @@ import onnxruntime
 
 from serve.batching import Batcher
 from serve.errors import not_found
+from serve.extensions.control import RepositoryControl
 from serve.validation import InvalidVersion, bounded, check_version
 
 LOG = logging.getLogger("serve.repository")
+RunObserver = Callable[[str, int, float], None]  # model, version, seconds
 
 
 @dataclass
@@ -31,6 +34,7 @@ class LoadedModel:
     metadata: dict
     session: onnxruntime.InferenceSession
     batcher: Batcher | None = field(default=None, repr=False)
+    on_run: RunObserver | None = field(default=None, repr=False)  # told the seconds of each session.run
 
     @property
     def inputs(self) -> list[dict]:
@@ -57,14 +61,24 @@ class LoadedModel:
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [spec["name"] for spec in self.outputs]
-        return dict(zip(names, self.session.run(names, feeds), strict=True))
+        started = time.perf_counter()
+        outputs = dict(zip(names, self.session.run(names, feeds), strict=True))
+        if self.on_run is not None:
+            self.on_run(self.name, self.version, time.perf_counter() - started)
+        return outputs
 
 
 BatchObserver = Callable[[str, int], None]
 
 
 def load_version(
-    directory: Path, name: str, version: int, max_batch: int, delay_ms: float, observe: BatchObserver
+    directory: Path,
+    name: str,
+    version: int,
+    max_batch: int,
+    delay_ms: float,
+    observe: BatchObserver,
+    observe_run: RunObserver | None = None,
 ) -> LoadedModel:
     """The version loaded and checked (serve.validation); InvalidVersion or the loader's error otherwise."""
     try:
@@ -76,7 +90,7 @@ def load_version(
     session = onnxruntime.InferenceSession(
         str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
-    model = LoadedModel(name, version, check_version(metadata, session), session)
+    model = LoadedModel(name, version, check_version(metadata, session), session, on_run=observe_run)
     model.batcher = Batcher(
         model.run, max_batch, delay_ms, name=f"{name}/{version}", on_batch=lambda rows: observe(name, rows)
     )
@@ -102,8 +116,13 @@ class ModelRepository:
         delay_ms: float = 2.0,
         poll_seconds: float = 1.0,
         observe_batch: BatchObserver | None = None,
+        observe_run: RunObserver | None = None,
+        control: RepositoryControl | None = None,
     ) -> None:
         self.root = Path(root)
+        self.observe_run = observe_run
+        self.control = control or RepositoryControl()
+        self._unloaded: frozenset[str] = frozenset()  # the control's unloaded models at the last scan
         self.observe_batch = observe_batch or (lambda name, rows: None)
         self.max_batch = max_batch
         self.delay_ms = delay_ms
@@ -132,6 +151,7 @@ class ModelRepository:
         return numbers
 
     def present(self) -> dict[str, set[int]]:
+        """Every model directory and its version numbers, unloaded models included."""
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -144,7 +164,9 @@ class ModelRepository:
         if said is not None and said[1] == stamp_of(directory):
             return None
         try:
-            model = load_version(directory, name, number, self.max_batch, self.delay_ms, self.observe_batch)
+            model = load_version(
+                directory, name, number, self.max_batch, self.delay_ms, self.observe_batch, self.observe_run
+            )
         except Exception as error:  # a broken version must not stop the others
             self.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
             return None
@@ -155,9 +177,12 @@ class ModelRepository:
     def scan(self) -> None:
         """Load what appeared, drop what disappeared; swap the whole dict at once."""
         with self._lock:
+            self._unloaded = self.control.unloaded()
             current = {name: dict(found) for name, found in self.models.items()}
             updated: dict[str, dict[int, LoadedModel]] = {}
             for name, numbers in self.present().items():
+                if name in self._unloaded:
+                    continue
                 versions = {n: m for n, m in current.get(name, {}).items() if n in numbers}
                 for number in sorted(numbers - versions.keys()):
                     loaded = self.try_load(name, number)
@@ -193,7 +218,24 @@ class ModelRepository:
                 if model.batcher:
                     model.batcher.close()
 
+    def sync(self) -> None:
+        """Rescan now if a model was loaded or unloaded (by any worker) since the last scan."""
+        if self.control.unloaded() != self._unloaded:
+            self.scan()
+
+    def retry(self, name: str) -> None:
+        """Forget the model's failed loads, so that the next scan tries its versions again."""
+        with self._lock:
+            for path in [p for p in self._said if p.parent == self.root / name]:
+                del self._said[path]
+
+    def problem(self, name: str, number: int) -> str | None:
+        """Why a version on disk is not loaded, if loading it failed."""
+        said = self._said.get(self.root / name / str(number))
+        return said[0] if said else None
+
     def get(self, name: str, version: str | int | None = None) -> LoadedModel:
+        self.sync()
         versions = self.models.get(name)
         if not versions:
             raise not_found(f"unknown model {name!r}; models: {sorted(self.models)}")

@@ -12,7 +12,8 @@ from serve.repository import LoadedModel
 from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 
 blueprint = Blueprint("v2", __name__)
-SERVER = {"name": "nnsql-serve", "version": "0.1.0", "extensions": ["binary_tensor_data"]}
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]
+SERVER = {"name": "nnsql-serve", "version": "0.1.0", "extensions": EXTENSIONS}
 
 
 @blueprint.get("/v2/health/live")
@@ -60,12 +61,24 @@ def model_ready(name: str, version: str | None = None) -> Response:
     return jsonify(name=name, ready=True)
 
 
+def ready_model(name: str, version: str | None) -> LoadedModel:
+    """The version a V2 inference request names, once the server is ready."""
+    if not repository().ready:
+        raise ScoringError("the server is not ready yet", 503)
+    return repository().get(name, version)
+
+
+def run_v2(model: LoadedModel, request: dict, binary: bytes, protocol: str) -> tuple[dict, bytes]:
+    """What every V2 transport does with a request (its JSON document and binary tensors): decode,
+    infer through the batcher, encode. The response document, and the binary outputs it announces."""
+    outputs = infer(model, decode_v2_inputs(request, binary, model), protocol)
+    return encode_v2_response(model, request, outputs)
+
+
 @blueprint.post("/v2/models/<name>/infer")
 @blueprint.post("/v2/models/<name>/versions/<version>/infer")
 def infer_v2(name: str, version: str | None = None) -> Response:
-    if not repository().ready:
-        raise ScoringError("the server is not ready yet", 503)
-    model = repository().get(name, version)
+    model = ready_model(name, version)
     header_length = request.headers.get(HEADER_LENGTH)
     kind = (request.mimetype or "").lower()
     if header_length is None and kind not in ("application/json", ""):
@@ -75,8 +88,7 @@ def infer_v2(name: str, version: str | None = None) -> Response:
             415,
         )
     body, binary = split_v2_request(read_body(model), header_length, max_lists(model))
-    outputs = infer(model, decode_v2_inputs(body, binary, model), "v2")
-    document, raw = encode_v2_response(model, body, outputs)
+    document, raw = run_v2(model, body, binary, "v2")
     if not raw:
         return jsonify(document)
     header = json.dumps(document).encode()

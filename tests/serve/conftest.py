@@ -10,6 +10,7 @@ from werkzeug.serving import make_server
 
 from export.onnx.__main__ import export as export_onnx
 from serve.app import create_app
+from serve.rpc.server import create_grpc_server
 
 
 @pytest.fixture(scope="session")
@@ -21,14 +22,20 @@ def onnx_repo(tmp_path_factory, cern_mlp_path, mixed_layers_path) -> Path:
 
 
 class LiveServer:
+    """The app on a free HTTP port (url) and its gRPC service on another (grpc_url)."""
+
     def __init__(self, app) -> None:
         self.app = app
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+        self.grpc_server, grpc_port = create_grpc_server(app, "127.0.0.1", 0, threads=4)
+        self.grpc_server.start()
+        self.grpc_url = f"127.0.0.1:{grpc_port}"
 
     def stop(self) -> None:
+        self.grpc_server.stop(grace=None)
         self.server.shutdown()
         self.app.extensions["repository"].close()
 

@@ -1,0 +1,57 @@
+"""The extensions' operations as both transports call them (HTTP in routes.py, gRPC in serve/rpc): each
+takes the request's arguments and returns Triton's document, or raises ScoringError. They run in the
+Flask app's context, as the inference views do (serve/handling.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+
+from serve.extensions import model_repository
+from serve.extensions.config import model_config
+from serve.extensions.statistics import model_statistics
+from serve.handling import metrics, repository
+from serve.repository import LoadedModel
+from serve.v2 import model_metadata
+
+
+def config_document(name: str, version: str | None) -> dict[str, Any]:
+    model = repository().get(name, version)
+    settings = current_app.config
+    return model_config(
+        model,
+        model_metadata(model)["parameters"],
+        max_request_rows=int(settings["MAX_REQUEST_ROWS"]),
+        max_batch=int(settings["MAX_BATCH_SIZE"]),
+        delay_ms=float(settings["MAX_BATCH_DELAY_MS"]),
+    )
+
+
+def selected(name: str, version: str | None) -> list[LoadedModel]:
+    """The versions a statistics request names: one, every version of a model, or everything loaded."""
+    if name and version:
+        return [repository().get(name, version)]
+    if name:
+        repository().get(name)  # 404 for an unknown model
+        return [model for _, model in sorted(repository().models.get(name, {}).items())]
+    repository().sync()
+    return [
+        model for _, versions in sorted(repository().models.items()) for _, model in sorted(versions.items())
+    ]
+
+
+def statistics_document(name: str, version: str | None) -> dict[str, Any]:
+    return model_statistics(metrics().registry, selected(name, version))
+
+
+def index_document(ready_only: bool) -> list[dict[str, Any]]:
+    return model_repository.index(repository(), ready_only)
+
+
+def load_model(name: str, parameters: dict[str, Any]) -> None:
+    model_repository.load(repository(), name, parameters)
+
+
+def unload_model(name: str) -> None:
+    model_repository.unload(repository(), name)

@@ -1,0 +1,214 @@
+"""The V2 extensions Triton's clients call (model configuration, repository index/load/unload,
+statistics), each through tritonclient over HTTP and over gRPC, with the same answers."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.grpc as triton_grpc
+import tritonclient.http as triton_http
+from google.protobuf import json_format
+from tritonclient.utils import InferenceServerException
+
+TRANSPORTS = ("http", "grpc")
+
+
+class Client:
+    """tritonclient over one transport; documents come back as plain JSON (int64 as int) either way."""
+
+    def __init__(self, live, transport: str, headers: dict | None = None) -> None:
+        self.transport = transport
+        self.headers = headers
+        if transport == "http":
+            self.client = triton_http.InferenceServerClient(live.url.removeprefix("http://"))
+        else:
+            self.client = triton_grpc.InferenceServerClient(live.grpc_url)
+
+    def document(self, answer):
+        if self.transport == "http":
+            return answer
+        return json_format.MessageToDict(
+            answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+
+    def config(self, name: str, version: str = "") -> dict:
+        answer = self.client.get_model_config(name, version, headers=self.headers)
+        return integers(self.document(answer if self.transport == "http" else answer.config))
+
+    def index(self) -> list[dict]:
+        answer = self.document(self.client.get_model_repository_index(headers=self.headers))
+        return answer if self.transport == "http" else answer["models"]
+
+    def statistics(self, name: str = "", version: str = "") -> list[dict]:
+        answer = self.client.get_inference_statistics(name, version, headers=self.headers)
+        unfilled = ("memory_usage", "response_stats")  # Triton's fields this server leaves empty
+        stats = integers(self.document(answer))["model_stats"]
+        return [{key: value for key, value in entry.items() if key not in unfilled} for entry in stats]
+
+    def infer(self, name: str, rows: np.ndarray, input_name: str):
+        module = triton_http if self.transport == "http" else triton_grpc
+        tensor = module.InferInput(input_name, list(rows.shape), "FP32")
+        tensor.set_data_from_numpy(rows)
+        return self.client.infer(name, [tensor], headers=self.headers)
+
+    def __getattr__(self, name: str):
+        """The client's other calls (is_model_ready, load_model, ...), with this client's headers."""
+        method = getattr(self.client, name)
+        return method if name == "close" else lambda *args, **kw: method(*args, headers=self.headers, **kw)
+
+
+# The 64-bit integer fields of these documents, which protobuf's JSON form writes as strings.
+INT64_FIELDS = {"dims", "max_queue_delay_microseconds", "count", "ns", "last_inference"}
+INT64_FIELDS |= {"inference_count", "execution_count"}
+
+
+def integers(document, key: str = ""):
+    """gRPC's JSON form writes int64 as strings: numbers again, so both transports compare equal."""
+    if isinstance(document, dict):
+        return {name: integers(value, name) for name, value in document.items()}
+    if isinstance(document, list):
+        return [integers(value, key) for value in document]
+    return int(document) if key in INT64_FIELDS and isinstance(document, str) else document
+
+
+@pytest.fixture(params=TRANSPORTS)
+def client(request, live):
+    client = Client(live, request.param)
+    yield client
+    client.close()
+
+
+def test_model_config_describes_tensors_batching_and_classes(client, serve_app):
+    config = client.config("mnist")
+    assert config["name"] == "mnist" and config["platform"] == "onnxruntime_onnx"
+    assert config["max_batch_size"] == 1024  # MAX_REQUEST_ROWS: dims leave the batch dimension out
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
+        ("features", "TYPE_FP32", [784])
+    ]
+    assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [
+        ("probabilities", "TYPE_FP32", [10])
+    ]
+    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 2000  # the fixture's 2 ms
+    assert config["parameters"]["version"] == {"string_value": "1"}
+    assert config["parameters"]["classes"]["string_value"].startswith('["class_0", ')
+    assert client.config("mnist", "1") == config
+    with pytest.raises(InferenceServerException, match="has no version '9'"):
+        client.config("mnist", "9")
+
+
+def test_index_unload_and_load_a_model(client):
+    ready = {(m["name"], m["version"], m["state"]) for m in client.index()}
+    assert ready == {("mixed", "1", "READY"), ("mnist", "1", "READY")}
+    client.unload_model("mixed")
+    assert not client.is_model_ready("mixed") and client.is_model_ready("mnist")
+    unloaded = next(m for m in client.index() if m["name"] == "mixed")
+    assert (unloaded["state"], unloaded["reason"]) == ("UNAVAILABLE", "unloaded")
+    with pytest.raises(InferenceServerException, match="unknown model 'mixed'"):
+        client.infer("mixed", np.zeros((1, 8, 8), dtype=np.float32), "image")
+    client.load_model("mixed")
+    assert client.is_model_ready("mixed")
+    assert client.infer("mixed", np.zeros((1, 8, 8), dtype=np.float32), "image") is not None
+
+
+def test_load_refuses_unknown_models_and_files_from_the_client(client):
+    with pytest.raises(InferenceServerException, match="no model 'ghost' in the repository"):
+        client.load_model("ghost")
+    with pytest.raises(InferenceServerException, match="no model 'ghost' in the repository"):
+        client.unload_model("ghost")
+    with pytest.raises(InferenceServerException, match="not supported: publish the model"):
+        client.load_model("mnist", config='{"backend": "python"}', files={"file:1/model.py": b"import os"})
+    assert client.is_model_ready("mnist")
+
+
+def test_load_retries_a_broken_version_and_says_why_it_fails(client, serve_app, tmp_path, onnx_repo):
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(onnx_repo / "mnist", repo / "mnist")
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "1" / "model.onnx").write_bytes(b"not onnx")
+    (repo / "broken" / "1" / "metadata.json").write_text("{}")
+    server = serve_app(REPO=str(repo))
+    other = Client(server, client.transport)
+    broken = next(m for m in other.index() if m["name"] == "broken")
+    assert broken["state"] == "UNAVAILABLE" and "cannot load broken version 1" in broken["reason"]
+    with pytest.raises(InferenceServerException, match="failed to load 'broken': cannot load broken"):
+        other.load_model("broken")
+    other.close()
+
+
+def test_unload_through_one_worker_holds_in_every_worker(serve_app, tmp_path):
+    """Two app instances sharing the state directory stand for two worker processes."""
+    shared = {"STATE_DIR": str(tmp_path / "state"), "POLL_SECONDS": 60}  # no rescan: only the shared state
+    first, second = serve_app(**shared), serve_app(**shared)
+    first_grpc, second_http = Client(first, "grpc"), Client(second, "http")
+    first_grpc.unload_model("mnist")
+    assert not second_http.is_model_ready("mnist")
+    assert requests.get(f"{second.url}/v2/models/mnist").status_code == 404
+    second_http.load_model("mnist")
+    assert first_grpc.is_model_ready("mnist")
+    first_grpc.close()
+    second_http.close()
+
+
+def test_statistics_count_requests_rows_and_time_per_version(serve_app):
+    server = serve_app()
+    started_ms = time.time() * 1000
+    for transport, rows in (("http", 3), ("grpc", 5), ("grpc", 1)):
+        client = Client(server, transport)
+        client.infer("mnist", np.random.default_rng(rows).random((rows, 784), dtype=np.float32), "features")
+        client.close()
+    bad = requests.post(f"{server.url}/v2/models/mnist/infer", json={"inputs": []})
+    assert bad.status_code == 400  # refused before inference: not an inference
+    answers = {}
+    for transport in TRANSPORTS:
+        client = Client(server, transport)
+        answers[transport] = client.statistics("mnist")
+        assert client.statistics() == [*client.statistics("mixed"), *answers[transport]]  # by name
+        assert client.statistics("mnist", "1") == answers[transport]
+        client.close()
+    assert answers["http"] == answers["grpc"]
+    (stats,) = answers["http"]
+    assert (stats["name"], stats["version"]) == ("mnist", "1")
+    assert stats["inference_count"] == 9  # rows
+    success = stats["inference_stats"]["success"]
+    assert success["count"] == 3 and success["ns"] > 0
+    assert stats["inference_stats"]["fail"] == {"count": 0, "ns": 0}
+    executions = stats["inference_stats"]["compute_infer"]
+    assert 1 <= stats["execution_count"] == executions["count"] <= 3
+    assert 0 < executions["ns"] < success["ns"]  # session.run is part of each request's time
+    assert started_ms - 1 <= stats["last_inference"] <= time.time() * 1000 + 1
+    unused = Client(server, "http").statistics("mixed")[0]
+    assert unused["inference_count"] == 0 and unused["last_inference"] == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_repository_and_statistics_need_the_api_key(serve_app, tmp_path, transport):
+    keys = tmp_path / "keys"
+    keys.write_text("s3cret-key\n")
+    server = serve_app(API_KEY_FILE=str(keys))
+    anonymous = Client(server, transport)
+    for call in (
+        anonymous.index,
+        lambda: anonymous.unload_model("mnist"),
+        lambda: anonymous.load_model("mnist"),
+        anonymous.statistics,
+        lambda: anonymous.config("mnist"),
+    ):
+        with pytest.raises(InferenceServerException, match="API key"):
+            call()
+    key = (
+        {"authorization": "Bearer s3cret-key"}
+        if transport == "grpc"
+        else {"Authorization": "Bearer s3cret-key"}
+    )
+    trusted = Client(server, transport, headers=key)
+    trusted.unload_model("mnist")
+    assert not trusted.is_model_ready("mnist")
+    trusted.load_model("mnist")
+    assert trusted.config("mnist")["name"] == "mnist" and len(trusted.index()) == 2
+    anonymous.close()
+    trusted.close()
