@@ -101,34 +101,33 @@ def main(argv: list[str] | None = None) -> int:
         asyncore_use_poll=True,  # select() stops at 1024 descriptors
         ident="nnsql",
     )
-    grpc_server = None
+    stop_grpc = None
     if args.grpc_port is not None:
-        from serve.rpc.server import create_grpc_server
+        from serve.rpc.server import grpc_service
 
+        start_grpc = grpc_service(
+            args.host,
+            args.grpc_port,
+            threads=args.threads,
+            max_message_bytes=int(args.max_body_mb * 1024 * 1024),
+            max_concurrent_calls=args.max_connections,
+        )
         try:
-            grpc_server, grpc_port = create_grpc_server(
-                app,
-                args.host,
-                args.grpc_port,
-                threads=args.threads,
-                max_message_bytes=int(args.max_body_mb * 1024 * 1024),
-                max_concurrent_calls=args.max_connections,
-            )
+            stop_grpc = start_grpc(app)
         except OSError as error:
             server.close()
             app.extensions["repository"].close()
             print(f"error: {error}", file=sys.stderr)
             return 2
-        grpc_server.start()
-        print(f"serving gRPC (KServe V2) on {args.host}:{grpc_port}")
+        print(f"serving gRPC (KServe V2) on {args.host}:{args.grpc_port}")
     print(f"serving {args.repo} on http://{args.host}:{server.effective_port}/ with {args.threads} threads")
     try:
         server.run()
     except KeyboardInterrupt:
         pass
     finally:
-        if grpc_server is not None:
-            grpc_server.stop(grace=5)
+        if stop_grpc is not None:
+            stop_grpc()
         server.close()
         app.extensions["repository"].close()
     return 0

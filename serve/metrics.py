@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -37,14 +39,23 @@ class Metrics:
             "nnsql_queue_depth", "Requests waiting for a batch", ["model"], registry=self.registry
         )
         # Per model version, for the statistics extension (serve/extensions/statistics.py reads them back)
-        self.request_seconds = Counter(
-            "nnsql_model_request_seconds",
-            "Seconds spent on inference requests, by model version and outcome",
-            ["model", "version", "status"],
+        self.inference_rows = Counter(
+            "nnsql_inference_rows",
+            "Rows inferred by answered requests",
+            ["model", "version"],
             registry=self.registry,
         )
-        self.inferences = Counter(
-            "nnsql_inferences", "Rows inferred", ["model", "version"], registry=self.registry
+        self.inference_seconds = Counter(
+            "nnsql_inference_seconds",
+            "Seconds answered requests spent in inference (batching wait and session.run)",
+            ["model", "version"],
+            registry=self.registry,
+        )
+        self.failed_seconds = Counter(
+            "nnsql_failed_inference_seconds",
+            "Seconds requests whose inference failed spent in it",
+            ["model", "version"],
+            registry=self.registry,
         )
         self.runs = Histogram(
             "nnsql_model_run_seconds",
@@ -70,14 +81,20 @@ class Metrics:
     def observe_request(
         self, model: str, version: int, protocol: str, ok: bool, seconds: float, rows: int
     ) -> None:
-        """One inference request answered (ok) or failed after its model was found."""
-        status = "ok" if ok else "error"
-        self.requests.labels(model, str(version), protocol, status).inc()
+        """One inference request answered (ok) or failed after its tensors were decoded."""
+        labels = (model, str(version))
+        self.requests.labels(*labels, protocol, "ok" if ok else "error").inc()
         self.latency.labels(protocol).observe(seconds)
-        self.request_seconds.labels(model, str(version), status).inc(seconds)
         if ok:
-            self.inferences.labels(model, str(version)).inc(rows)
-            self.last_inference.labels(model, str(version)).set(time.time())
+            self.inference_rows.labels(*labels).inc(rows)
+            self.inference_seconds.labels(*labels).inc(seconds)
+            self.last_inference.labels(*labels).set(time.time())
+        else:
+            self.failed_seconds.labels(*labels).inc(seconds)
+
+    def families(self) -> Iterable[Metric]:
+        """The metric families as /metrics renders them (merged over the processes, where several)."""
+        return self.registry.collect()
 
     def render(self, depths: dict[str, int]) -> bytes:
         self.queue_depth.clear()  # models and versions removed since the last scrape leave no stale series

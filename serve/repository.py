@@ -19,12 +19,13 @@ import numpy as np
 import onnxruntime
 
 from serve.batching import Batcher
-from serve.errors import not_found
+from serve.errors import ScoringError, not_found
 from serve.extensions.control import RepositoryControl
 from serve.validation import InvalidVersion, bounded, check_version
 
 LOG = logging.getLogger("serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds
+NO_VERSION = "no version directory holds both model.onnx and metadata.json"
 
 
 @dataclass
@@ -223,16 +224,54 @@ class ModelRepository:
         if self.control.unloaded() != self._unloaded:
             self.scan()
 
-    def retry(self, name: str) -> None:
-        """Forget the model's failed loads, so that the next scan tries its versions again."""
-        with self._lock:
+    # The model repository extension (Triton's explicit model control, over a repository also polled)
+
+    def index(self) -> list[dict]:
+        """One entry per version on disk, READY or UNAVAILABLE with the reason (Triton's index form)."""
+        self.sync()
+        unloaded = self.control.unloaded()
+        entries = []
+        for name, numbers in self.present().items():
+            loaded = self.models.get(name, {})
+            if not numbers:
+                entries.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": NO_VERSION})
+            for number in sorted(numbers):
+                said = self._said.get(self.root / name / str(number))
+                reason = "unloaded" if name in unloaded else said[0] if said else "not loaded yet"
+                ready = number in loaded
+                entries.append(
+                    {
+                        "name": name,
+                        "version": str(number),
+                        "state": "READY" if ready else "UNAVAILABLE",
+                        "reason": "" if ready else reason,
+                    }
+                )
+        return entries
+
+    def load(self, name: str, timeout: float = 60.0) -> None:
+        """Serve the model's versions again, retrying broken ones; 400 with the reasons if none loads.
+        (`timeout` is for multi-process servers; here the load happens in this call.)"""
+        self.require_directory(name)
+        self.control.load(name)
+        with self._lock:  # forget failed loads: the scan tries them again
             for path in [p for p in self._said if p.parent == self.root / name]:
                 del self._said[path]
+        self.scan()
+        if not self.models.get(name):
+            reasons = [entry["reason"] for entry in self.index() if entry["name"] == name]
+            raise ScoringError(f"failed to load {name!r}: {'; '.join(reasons) or NO_VERSION}", 400)
 
-    def problem(self, name: str, number: int) -> str | None:
-        """Why a version on disk is not loaded, if loading it failed."""
-        said = self._said.get(self.root / name / str(number))
-        return said[0] if said else None
+    def unload(self, name: str, timeout: float = 60.0) -> None:
+        """Stop serving every version of the model, in every worker, until it is loaded again."""
+        self.require_directory(name)
+        self.control.unload(name)
+        self.scan()
+
+    def require_directory(self, name: str) -> None:
+        present = self.present()
+        if name not in present:
+            raise not_found(f"no model {name!r} in the repository; models: {sorted(present)}")
 
     def get(self, name: str, version: str | int | None = None) -> LoadedModel:
         self.sync()

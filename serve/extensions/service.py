@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import current_app
 
-from serve.extensions import model_repository
+from serve.errors import ScoringError
 from serve.extensions.config import model_config
 from serve.extensions.statistics import model_statistics
 from serve.handling import metrics, repository
@@ -42,16 +42,28 @@ def selected(name: str, version: str | None) -> list[LoadedModel]:
 
 
 def statistics_document(name: str, version: str | None) -> dict[str, Any]:
-    return model_statistics(metrics().registry, selected(name, version))
+    return model_statistics(metrics().families(), selected(name, version))
 
 
 def index_document(ready_only: bool) -> list[dict[str, Any]]:
-    return model_repository.index(repository(), ready_only)
+    return [entry for entry in repository().index() if entry["state"] == "READY" or not ready_only]
+
+
+def refuse_overrides(parameters: dict[str, Any]) -> None:
+    """A load may not bring its own configuration or files: a client never writes to the repository."""
+    overrides = sorted(key for key in parameters if key == "config" or key.startswith("file:"))
+    if overrides:
+        raise ScoringError(
+            f"load parameters {overrides} are not supported: publish the model into the repository "
+            "(python -m export.onnx) and load it by name",
+            400,
+        )
 
 
 def load_model(name: str, parameters: dict[str, Any]) -> None:
-    model_repository.load(repository(), name, parameters)
+    refuse_overrides(parameters)
+    repository().load(name)
 
 
 def unload_model(name: str) -> None:
-    model_repository.unload(repository(), name)
+    repository().unload(name)

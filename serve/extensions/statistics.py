@@ -9,9 +9,10 @@ the statistics are the whole server's, whichever worker answers.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
 from serve.repository import LoadedModel
 
@@ -19,23 +20,24 @@ NS = 1_000_000_000
 Key = tuple[str, str]  # model name, version
 
 
-def read_samples(registry: CollectorRegistry) -> dict[str, dict[Key, float]]:
-    """Sample name → (model, version) → value, summed over the other labels (protocol, status)."""
+def read_samples(families: Iterable[Metric]) -> dict[str, dict[Key, float]]:
+    """Sample name → (model, version) → value; request counts split by status, summed over protocols."""
     wanted = {
         "nnsql_requests_total",
-        "nnsql_model_request_seconds_total",
-        "nnsql_inferences_total",
+        "nnsql_inference_rows_total",
+        "nnsql_inference_seconds_total",
+        "nnsql_failed_inference_seconds_total",
         "nnsql_model_run_seconds_count",
         "nnsql_model_run_seconds_sum",
         "nnsql_last_inference_timestamp_seconds",
     }
     values: dict[str, dict[Key, float]] = defaultdict(lambda: defaultdict(float))
-    for family in registry.collect():
+    for family in families:
         for sample in family.samples:
             if sample.name not in wanted or "version" not in sample.labels:
                 continue
             name = sample.name
-            if "status" in sample.labels:  # requests and their seconds, split by outcome
+            if "status" in sample.labels:
                 name = f"{name}:{sample.labels['status']}"
             values[name][(sample.labels["model"], sample.labels["version"])] += sample.value
     return values
@@ -55,13 +57,11 @@ def version_statistics(values: dict[str, dict[Key, float]], key: Key) -> dict[st
         "name": key[0],
         "version": key[1],
         "last_inference": round(1000 * get("nnsql_last_inference_timestamp_seconds")),
-        "inference_count": int(get("nnsql_inferences_total")),
+        "inference_count": int(get("nnsql_inference_rows_total")),
         "execution_count": int(runs),
         "inference_stats": {
-            "success": duration(get("nnsql_requests_total:ok"), get("nnsql_model_request_seconds_total:ok")),
-            "fail": duration(
-                get("nnsql_requests_total:error"), get("nnsql_model_request_seconds_total:error")
-            ),
+            "success": duration(get("nnsql_requests_total:ok"), get("nnsql_inference_seconds_total")),
+            "fail": duration(get("nnsql_requests_total:error"), get("nnsql_failed_inference_seconds_total")),
             "queue": zero,
             "compute_input": zero,
             "compute_infer": duration(runs, get("nnsql_model_run_seconds_sum")),
@@ -71,7 +71,7 @@ def version_statistics(values: dict[str, dict[Key, float]], key: Key) -> dict[st
     }
 
 
-def model_statistics(registry: CollectorRegistry, models: list[LoadedModel]) -> dict[str, Any]:
+def model_statistics(families: Iterable[Metric], models: list[LoadedModel]) -> dict[str, Any]:
     """Triton's statistics document for these versions."""
-    values = read_samples(registry)
+    values = read_samples(families)
     return {"model_stats": [version_statistics(values, (model.name, str(model.version))) for model in models]}

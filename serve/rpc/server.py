@@ -146,3 +146,15 @@ def create_grpc_server(
     if not bound:
         raise OSError(f"cannot listen for gRPC on {address(host, port)}: the port is in use or not allowed")
     return server, bound
+
+
+def grpc_service(host: str, port: int, **options: Any) -> Callable[[Flask], Callable[[], None]]:
+    """A starter for a process's app: it creates and starts the gRPC server, and returns its stop. In
+    the shape of the worker's extra servers (a callable per server in app.extensions["servers"])."""
+
+    def start(app: Flask) -> Callable[[], None]:
+        server, _ = create_grpc_server(app, host, port, **options)
+        server.start()
+        return lambda: server.stop(grace=5).wait()
+
+    return start
