@@ -56,6 +56,40 @@ def document() -> dict:
                     'class and probabilities of one row: {"features": [...]}', True, infer_errors
                 )
             },
+            "/v2/models/{name}/config": {
+                "get": {
+                    **operation("model configuration (Triton's)", errors=("401", "404")),
+                    "parameters": [name],
+                }
+            },
+            "/v2/models/{name}/versions/{version}/config": {
+                "get": {
+                    **operation("version configuration", errors=("401", "404")),
+                    "parameters": [name, version],
+                }
+            },
+            "/v2/models/stats": {"get": operation("statistics of every loaded version", errors=("401",))},
+            "/v2/models/{name}/stats": {
+                "get": {
+                    **operation("statistics of a model's versions", errors=("401", "404")),
+                    "parameters": [name],
+                }
+            },
+            "/v2/models/{name}/versions/{version}/stats": {
+                "get": {
+                    **operation("statistics of a version", errors=("401", "404")),
+                    "parameters": [name, version],
+                }
+            },
+            "/v2/repository/index": {
+                "post": operation("every model and version with its state", errors=("401",))
+            },
+            "/v2/repository/models/{name}/load": {
+                "post": {**operation("load a model", errors=("400", "401", "404")), "parameters": [name]}
+            },
+            "/v2/repository/models/{name}/unload": {
+                "post": {**operation("unload a model", errors=("401", "404")), "parameters": [name]}
+            },
             "/metrics": {"get": operation("Prometheus metrics", errors=("401",))},
         },
         "components": {

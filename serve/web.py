@@ -1,4 +1,5 @@
-"""The page a person can use (draw a digit, see the probabilities), /score, /metrics, /openapi.json."""
+"""The page a person can use (any model: inputs drawn, typed or pasted; labels and probabilities or
+values), /score, /metrics, /openapi.json."""
 
 from __future__ import annotations
 
@@ -14,6 +15,25 @@ from serve.tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
 STATIC = Path(__file__).parent / "static"
+# The page's scripts and styles come from /static only: no inline script, no inline style sheet, no
+# plugin, no framing; it talks to this server alone. A label or a model name that holds markup stays text.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@blueprint.after_app_request
+def security_headers(response: Response) -> Response:
+    """On every response: JSON and errors too, should a browser be made to open one as a page."""
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 @blueprint.get("/")

@@ -118,3 +118,15 @@ def serve_process(onnx_repo):
     for server in started:
         if server.process.poll() is None:
             server.stop()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where the browser tests' screenshots are, for a person to look at (tests/serve/test_page.py)."""
+    import sys
+
+    page_tests = sys.modules.get("tests.serve.test_page")
+    taken = getattr(page_tests, "TAKEN", [])
+    if taken:
+        terminalreporter.write_sep("-", f"{len(taken)} screenshots of the page")
+        for path in taken:
+            terminalreporter.write_line(str(path))
