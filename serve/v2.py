@@ -44,6 +44,8 @@ def model_metadata(model: LoadedModel) -> dict:
             "classes": model.classes,
             "version": str(model.version),
             "sha256": model.metadata.get("sha256"),
+            # what the first output means (export's output kinds), where the repository metadata says it
+            **{key: model.metadata[key] for key in ("kind", "threshold") if key in model.metadata},
         },
     }
 

@@ -32,10 +32,13 @@ HOSTILE_NAME = f'<img src=x onerror="{PAYLOAD}">'
 HOSTILE_LABELS = [f'<img src=x{i} onerror="{PAYLOAD}">' for i in range(9)] + ["<b>bold</b>"]
 HOSTILE_SHA = f'<svg onload="{PAYLOAD}"></svg>'
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("chromium") and shutil.which("chromedriver")),
-    reason="Debian's chromium and chromium-driver are not installed (make setup installs them as root)",
-)
+pytestmark = [
+    pytest.mark.slow,  # a browser and four exports: about a minute for the module
+    pytest.mark.skipif(
+        not (shutil.which("chromium") and shutil.which("chromedriver")),
+        reason="Debian's chromium and chromium-driver are not installed (make setup installs them as root)",
+    ),
+]
 
 
 def tabular_model() -> keras.Model:
@@ -67,6 +70,11 @@ def page_repo(tmp_path_factory, onnx_repo) -> Path:
     for name, (model, classes) in exports.items():
         export_onnx(models.save(model, made / name, classes), repo, name, 50, 1e-5)
     shutil.copytree(onnx_repo / "mnist", repo / "mnist")
+    multilabel = repo / "tags" / "1"  # iris, read as independent labels: the kind named in the metadata
+    shutil.copytree(repo / "iris" / "1", multilabel)
+    metadata = json.loads((multilabel / "metadata.json").read_text())
+    metadata.update(kind="multilabel", threshold=0.3)
+    (multilabel / "metadata.json").write_text(json.dumps(metadata))
     hostile = repo / HOSTILE_NAME / "1"
     shutil.copytree(onnx_repo / "mnist" / "1", hostile)
     metadata = json.loads((hostile / "metadata.json").read_text())
@@ -154,9 +162,9 @@ def test_image_model_chosen_from_the_list_and_drawn(page_server, chromium):
     from selenium.webdriver.support.ui import Select
 
     chromium.get(page_server.url + "/")
-    wait(chromium, lambda d: len(Select(d.find_element("id", "model")).options) == 5)
+    wait(chromium, lambda d: len(Select(d.find_element("id", "model")).options) == 6)
     names = [option.text for option in Select(chromium.find_element("id", "model")).options]
-    assert names == sorted(["fashion", "iris", "mnist", "sequence", HOSTILE_NAME])
+    assert names == sorted(["fashion", "iris", "mnist", "sequence", "tags", HOSTILE_NAME])
     Select(chromium.find_element("id", "model")).select_by_value("fashion")
     wait(chromium, lambda d: "fashion" in d.current_url)
     loaded(chromium, 1)
@@ -226,6 +234,25 @@ def test_tabular_model_typed_and_pasted_by_keyboard(page_server, chromium):
     focused = chromium.switch_to.active_element
     assert focused.get_attribute("aria-label") == "measurements[3]"  # the keyboard stayed where it was
     screenshot(chromium, "tabular-model-iris")
+
+
+def test_an_output_kind_named_in_the_metadata(page_server, chromium):
+    chromium.get(page_server.url + "/?model=tags")
+    loaded(chromium, 1)
+    by_css(chromium, "#fields textarea")[0].send_keys("[5.1, 3.5, 1.4, 0.2]")
+    chromium.find_element("id", "predict").click()
+    wait(chromium, lambda d: len(bars(d)) == 3)
+    scores = requests.post(
+        f"{page_server.url}/v2/models/tags/infer",
+        json={
+            "inputs": [
+                {"name": "measurements", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}
+            ]
+        },
+    ).json()["outputs"][0]["data"]
+    chosen = [label for label, p in zip(IRIS, scores, strict=True) if p > 0.3]
+    assert chromium.find_element("id", "prediction").text == f"Labels: {', '.join(chosen) or 'none'}"
+    assert "multilabel" in chromium.find_element("id", "about").text
 
 
 def test_sequence_model_with_two_inputs_pasted_as_csv_shows_a_value(page_server, chromium):
