@@ -3,6 +3,8 @@ models, answers, limits, errors and API keys as over REST, and the protocol's wi
 
 from __future__ import annotations
 
+import json
+import logging
 import socket
 
 import grpc
@@ -92,8 +94,9 @@ def test_health_metadata_and_inference_match_rest(live, cern_mlp_path):
     client.close()
 
 
-def test_typed_contents_and_a_chosen_output_through_the_generated_stub(live, mixed_layers_path):
+def test_typed_contents_and_a_chosen_output_through_the_generated_stub(live, mixed_layers_path, caplog):
     """InferTensorContents (not raw bytes), as KServe's own clients send, with the protocol's stub."""
+    caplog.set_level(logging.INFO, logger="serve.access")
     x = np.random.default_rng(8).random((3, 8, 8), dtype=np.float32)
     with grpc.insecure_channel(live.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
@@ -108,6 +111,10 @@ def test_typed_contents_and_a_chosen_output_through_the_generated_stub(live, mix
     values = np.frombuffer(response.raw_output_contents[0], dtype="<f4").reshape(3, 5)
     expected = keras.saving.load_model(mixed_layers_path).predict(x, verbose=0)
     assert np.abs(values - expected).max() <= 1e-5
+    entries = [json.loads(r.getMessage()) for r in caplog.records if r.name == "serve.access"]
+    logged = next(e for e in entries if e["path"] == "ModelInfer")
+    assert (logged["method"], logged["status"], logged["model"]) == ("gRPC", "OK", "mixed")
+    assert logged["bytes_in"] == request.ByteSize()
 
 
 def test_errors_carry_the_rest_message_with_the_matching_status(live):
