@@ -116,8 +116,10 @@ def test_index_unload_and_load_a_model(client):
 def test_load_refuses_unknown_models_and_files_from_the_client(client):
     with pytest.raises(InferenceServerException, match="no model 'ghost' in the repository"):
         client.load_model("ghost")
-    with pytest.raises(InferenceServerException, match="no model 'ghost' in the repository"):
-        client.unload_model("ghost")
+    for name in ("ghost", "../mixed", ".", "mixed/1"):  # names are directory names, never paths
+        with pytest.raises(InferenceServerException, match=r"no model|unknown model|404"):
+            client.unload_model(name)
+    assert client.is_model_ready("mixed")
     with pytest.raises(InferenceServerException, match="not supported: publish the model"):
         client.load_model("mnist", config='{"backend": "python"}', files={"file:1/model.py": b"import os"})
     assert client.is_model_ready("mnist")
