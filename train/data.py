@@ -18,7 +18,7 @@ import glob
 from pathlib import Path
 from typing import Any, TypeVar
 
-from train import objectstore
+from train import objectstore, staging
 from train.distributed import worker_count, worker_index
 
 READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
@@ -48,18 +48,29 @@ def local_files(
     cache_dir: Path | None = None,
     shard: str = "file",
     progress: bool = True,
+    object_deadline: float | None = None,
+    staging_deadline: float | None = None,
 ) -> list[str]:
-    """This worker's files as local paths: from object storage, only this worker's shard is staged."""
+    """This worker's files as local paths: from object storage, only this worker's shard is staged, within
+    the deadlines of train/staging.py (seconds; default NNSQL_OBJECT_DEADLINE / NNSQL_STAGING_DEADLINE,
+    else 900 s per object and 7200 s in all)."""
     if not objectstore.is_url(pattern):
         files = sorted(glob.glob(pattern))
         if not files:
             raise objectstore.DataError(f"{pattern} matches no file")
         return shard_files(files, pattern, shard)
     cache = cache_dir or objectstore.DEFAULT_CACHE
-    parsed = objectstore.parse(pattern)
-    s3 = objectstore.client(endpoint)
-    objects = shard_files(objectstore.list_matching(s3, parsed, endpoint), pattern, shard)
-    paths, fetched = objectstore.stage(s3, parsed.bucket, objects, cache, endpoint, progress=progress)
+    objectstore.parse(pattern)  # a malformed URL is refused here, before any process starts
+    staged = staging.fetch(
+        pattern,
+        endpoint=endpoint,
+        cache_dir=cache,
+        shard=shard,
+        progress=progress,
+        object_deadline=object_deadline,
+        staging_deadline=staging_deadline,
+    )
+    objects, paths, fetched = staged.objects, staged.paths, staged.fetched
     megabytes = sum(stored.size for stored in objects) / 1e6
     print(
         f"worker {worker_index()}/{worker_count()}: {len(objects)} objects ({megabytes:.1f} MB) of "
@@ -79,9 +90,19 @@ def tfrecords(
     shuffle_files: bool = False,
     seed: int = 0,
     progress: bool = True,
+    object_deadline: float | None = None,
+    staging_deadline: float | None = None,
 ) -> Any:
     """A `tf.data.Dataset` of this worker's serialized records, read in parallel with large buffers."""
-    files = local_files(pattern, endpoint=endpoint, cache_dir=cache_dir, shard=shard, progress=progress)
+    files = local_files(
+        pattern,
+        endpoint=endpoint,
+        cache_dir=cache_dir,
+        shard=shard,
+        progress=progress,
+        object_deadline=object_deadline,
+        staging_deadline=staging_deadline,
+    )
     return read_records(files, shard=shard, shuffle_files=shuffle_files, seed=seed)
 
 

@@ -9,6 +9,11 @@ profile (AWS_PROFILE), or an instance role; never from arguments.
 Staging downloads each object once to `cache_dir/bucket/key` (several at a time, each in parallel ranges),
 writes to a temporary name and renames, and records the ETag beside it: an object whose local copy has
 the same size and ETag is not fetched again, so a restarted worker resumes where it stopped.
+
+A bucket listing is hostile input: a key is a file name only when it stays inside `cache_dir/bucket` once
+resolved. Absolute keys, `.`, `..` and empty segments, and segments longer than the file system allows are
+refused with one line naming the key, before anything is written (train/staging.py runs the downloads
+under deadlines).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +29,9 @@ from typing import Any
 
 DEFAULT_CACHE = Path(os.environ.get("NNSQL_DATA_CACHE", Path.home() / ".cache" / "nnsql" / "objects"))
 PARALLEL_OBJECTS = 4
+BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+# room left in a name segment for the suffixes staging adds: ".part-<pid>" while downloading, ".etag"
+SUFFIX_ROOM = len(".part-") + 7
 CREDENTIALS_ADVICE = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (python -m train.spawn --env-file puts them in a "
     "Kubernetes Secret) or AWS_PROFILE"
@@ -65,6 +74,8 @@ def parse(url: str) -> Pattern:
     bucket, _, key_glob = rest.partition("/")
     if not bucket or not key_glob:
         raise DataError(f"{url}: expected s3://bucket/prefix/*.tfrecord")
+    if not BUCKET_NAME.fullmatch(bucket):
+        raise DataError(f"{url}: {bucket!r} is not a bucket name")
     return Pattern(bucket, key_glob)
 
 
@@ -131,8 +142,41 @@ def list_matching(s3: Any, pattern: Pattern, endpoint: str | None = None) -> lis
     return sorted(found, key=lambda stored: stored.key)
 
 
+def name_max(directory: Path) -> int:
+    """The longest file name (bytes) the file system holding `directory` (or its nearest ancestor) takes."""
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            try:
+                return os.pathconf(candidate, "PC_NAME_MAX")
+            except (OSError, ValueError):
+                break
+    return 255
+
+
 def local_path(cache_dir: Path, bucket: str, stored: StoredObject) -> Path:
-    return cache_dir / bucket / stored.key
+    """`cache_dir/bucket/key`, or DataError when the key would name a file outside it (or none at all)."""
+    where = f"s3://{bucket}/{stored.key}"
+    if not BUCKET_NAME.fullmatch(bucket):
+        raise DataError(f"{where}: refused: {bucket!r} is not a bucket name")
+    if stored.key.startswith("/"):
+        raise DataError(f"{where}: refused: an absolute key would be written outside the cache {cache_dir}")
+    segments = stored.key.split("/")
+    if any(segment in ("", ".", "..") for segment in segments) or "\0" in stored.key:
+        raise DataError(
+            f"{where}: refused: a key with '..', '.' or empty segments could name a file outside the "
+            f"cache {cache_dir}"
+        )
+    root = (cache_dir / bucket).resolve()
+    longest = name_max(root) - SUFFIX_ROOM
+    if any(len(segment.encode()) > longest for segment in segments):
+        raise DataError(
+            f"{where}: refused: a segment of the key is longer than the {longest} bytes a file name "
+            "can have here"
+        )
+    path = root.joinpath(*segments)
+    if not path.resolve().is_relative_to(root):
+        raise DataError(f"{where}: refused: {path} leads outside the cache {cache_dir} (a link)")
+    return path
 
 
 def is_staged(path: Path, stored: StoredObject) -> bool:
@@ -149,18 +193,21 @@ def download(s3: Any, bucket: str, stored: StoredObject, path: Path, endpoint: s
     """Fetch one object under a temporary name, check its size, then rename it into place."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    where = f"s3://{bucket}/{stored.key}"
     partial = path.with_name(f"{path.name}.part-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(bucket, stored.key, str(partial))
+        if partial.stat().st_size != stored.size:
+            raise DataError(f"{where}: downloaded size differs from the listing; retry")
+        os.replace(partial, path)
+        path.with_name(path.name + ".etag").write_text(stored.etag)
     except (BotoCoreError, ClientError) as error:
+        raise explain(error, where, endpoint) from None
+    except OSError as error:  # a key that is a file and a folder at once, a full disk, no permission
+        raise DataError(f"{where}: cannot write {path}: {error.strerror or error}") from None
+    finally:
         partial.unlink(missing_ok=True)
-        raise explain(error, f"s3://{bucket}/{stored.key}", endpoint) from None
-    if partial.stat().st_size != stored.size:
-        partial.unlink()
-        raise DataError(f"s3://{bucket}/{stored.key}: downloaded size differs from the listing; retry")
-    os.replace(partial, path)
-    path.with_name(path.name + ".etag").write_text(stored.etag)
 
 
 def stage(
@@ -171,21 +218,38 @@ def stage(
     endpoint: str | None = None,
     *,
     progress: bool = True,
+    on_start: Callable[[StoredObject, Path], None] | None = None,
+    on_done: Callable[[StoredObject], None] | None = None,
 ) -> tuple[list[Path], int]:
-    """Local copies of `objects`, fetching those not staged yet; returns (paths, objects downloaded)."""
+    """Local copies of `objects`, fetching those not staged yet; returns (paths, objects downloaded).
+    Every destination is checked before the first download; `on_start` and `on_done` are told as each
+    object's download begins and ends (train/staging.py keeps its deadlines with them)."""
     from tqdm import tqdm
 
     paths = [local_path(cache_dir, bucket, stored) for stored in objects]
     missing = [(s, p) for s, p in zip(objects, paths, strict=True) if not is_staged(p, s)]
     total = sum(stored.size for stored, _ in missing)
+
+    def fetch(stored: StoredObject, path: Path) -> None:
+        if on_start:
+            on_start(stored, path)
+        download(s3, bucket, stored, path, endpoint)
+        if on_done:
+            on_done(stored)
+
     with (
         tqdm(
             total=total, unit="B", unit_scale=True, desc="staging", disable=not progress or not missing
         ) as bar,
         ThreadPoolExecutor(PARALLEL_OBJECTS) as pool,
     ):
-        futures = {pool.submit(download, s3, bucket, s, p, endpoint): s for s, p in missing}
-        for future in futures:
-            future.result()
-            bar.update(futures[future].size)
+        futures = {pool.submit(fetch, s, p): s for s, p in missing}
+        try:
+            for future in futures:
+                future.result()
+                bar.update(futures[future].size)
+        except BaseException:
+            for future in futures:  # the first failure ends the staging: start no other download
+                future.cancel()
+            raise
     return paths, len(missing)
