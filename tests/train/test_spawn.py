@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import yaml
 
 from tests.conftest import REPO
 from train.spawn import __main__ as spawn
-from train.spawn import manifests, preflight
+from train.spawn import envfile, manifests
 from train.spawn.backend import RunSpec, read_record
 from train.spawn.control import Settings, run_job
 from train.spawn.local import LocalBackend
@@ -104,29 +105,28 @@ def test_manifests_are_schema_valid(workers, gpus):
 
 def test_bootstrap_builds_tf_config_from_the_completion_index(tmp_path):
     import subprocess
-    import sys
 
-    (tmp_path / "bootstrap.py").write_text(manifests.BOOTSTRAP)
-    (tmp_path / "train.py").write_text(
-        "import os; print(os.environ['TF_CONFIG']); print(os.environ['WORKER_NUMBER'])"
-    )
     env = {
-        **os.environ,
+        "PATH": os.environ["PATH"],
         "TOT_WORKERS": "3",
         "JOB_COMPLETION_INDEX": "2",
         "NNSQL_JOB": "r-a0",
         "NNSQL_SERVICE": "r-workers",
         "NNSQL_PORT": "2222",
+        "NNSQL_SCRIPT_DIR": str(tmp_path),
+        "NNSQL_OUTPUT_DIR": str(tmp_path / "shared" / "output"),
+        "NNSQL_BACKUP_DIR": str(tmp_path / "shared" / "backup"),
     }
-    out = subprocess.run(
-        [sys.executable, str(tmp_path / "bootstrap.py")], env=env, capture_output=True, text=True
-    )
+    bootstrap = REPO / "train" / "spawn" / "bootstrap.py"
+    shell = f'eval "$({sys.executable} {bootstrap})"; echo "$TF_CONFIG"; echo "$WORKER_NUMBER"'
+    out = subprocess.run(["sh", "-c", shell], env=env, capture_output=True, text=True, check=True)
     config, number = out.stdout.strip().splitlines()
     assert json.loads(config) == {
         "cluster": {"worker": ["r-a0-0.r-workers:2222", "r-a0-1.r-workers:2222", "r-a0-2.r-workers:2222"]},
         "task": {"type": "worker", "index": 2},
     }
-    assert number == "2"
+    assert number == "2" and out.stderr == ""
+    assert (tmp_path / "shared" / "output").is_dir() and (tmp_path / "shared" / "backup").is_dir()
 
 
 def test_collector_pod_is_schema_valid_and_packs_the_outputs(tmp_path):
@@ -167,7 +167,7 @@ def test_dry_run_prints_yaml_without_a_cluster(runs, capsys, monkeypatch, tmp_pa
         "AWS_ACCESS_KEY_ID": "<redacted>",
         "AWS_SECRET_ACCESS_KEY": "<redacted>",
     }
-    assert manifests.read_env_file(env_file) == {"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "xyz"}
+    assert envfile.read(env_file) == {"AWS_ACCESS_KEY_ID": "abc", "AWS_SECRET_ACCESS_KEY": "xyz"}
     assert not runs.exists()
 
 
@@ -175,33 +175,6 @@ def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "script.py"
     path.write_text(text)
     return path
-
-
-def test_preflight_errors_and_warnings(tmp_path):
-    broken = preflight.check(write(tmp_path, "def f(:\n"))
-    assert broken.errors and "does not compile" in broken.errors[0]
-    early = preflight.check(
-        write(
-            tmp_path,
-            "import keras, tensorflow as tf\nm = keras.Sequential([])\n"
-            "s = tf.distribute.MultiWorkerMirroredStrategy()\n",
-        )
-    )
-    assert any("builds the model before the strategy" in e for e in early.errors)
-    alone = preflight.check(write(tmp_path, "import keras\nkeras.Sequential([])\n"))
-    assert any("creates no distribution strategy" in e for e in alone.errors)
-    careless = preflight.check(
-        write(
-            tmp_path,
-            "import tensorflow as tf, keras\n"
-            "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
-            "with s.scope():\n    m = keras.Sequential([])\nm.save('m.keras')\n",
-        )
-    )
-    assert not careless.errors
-    assert any("BackupAndRestore" in w for w in careless.warnings)
-    assert any("every worker saves" in w for w in careless.warnings)
-    assert preflight.check(MNIST).errors == []
 
 
 def test_preflight_failure_stops_before_any_worker(runs, tmp_path, capsys):
@@ -281,9 +254,9 @@ def test_tf_spawner_options_reach_the_manifests(runs, capsys, tmp_path, keras):
     )  # ours win, theirs kept
     assert container["image"] == manifests.ClusterOptions.image and container["name"] == "worker"
     assert pod["tolerations"][0]["value"] == "ml" and pod["imagePullSecrets"] == [{"name": "registry"}]
-    assert {v["name"] for v in pod["volumes"]} == {"eos", "script", "shared"}
+    assert {v["name"] for v in pod["volumes"]} == {"eos", "script", "shared", "packages"}
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/eos", manifests.SCRIPT_DIR}
-    assert ". /nnsql/script/command.sh" in container["command"][2]
+    assert '. "$NNSQL_SCRIPT_DIR/command.sh"' in container["command"][2]
 
 
 def test_command_file_runs_in_each_local_worker_before_the_script(runs, tmp_path):

@@ -44,6 +44,9 @@ class FakeBackend:
     def events(self, spec: RunSpec) -> str:
         return "0/3 nodes are available: insufficient cpu"
 
+    def has_backup(self, spec: RunSpec) -> bool | None:
+        return None
+
 
 R, P, S, F = Phase.RUNNING, Phase.PENDING, Phase.SUCCEEDED, Phase.FAILED
 FAST = Settings(start_timeout=0.05, poll_seconds=0.001, max_restarts=1)

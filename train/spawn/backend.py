@@ -63,6 +63,10 @@ class Backend(Protocol):
     def events(self, spec: RunSpec) -> str:
         """Why workers are not running (scheduling events), for a timeout message."""
 
+    def has_backup(self, spec: RunSpec) -> bool | None:
+        """Whether NNSQL_BACKUP_DIR holds anything a restarted group can resume from (None: cannot tell
+        from here)."""
+
 
 def write_record(run_dir: Path, **fields: object) -> None:
     """Merge fields into runs/<id>/run.json (backend, workers, state, timing...)."""

@@ -1,14 +1,18 @@
 """Job control, written once for every backend: start, wait until all workers run, stream the chief's log,
 detect a failed worker and restart the whole group (training resumes from the shared BackupAndRestore
-directory), then collect the chief's model, timing and logs into runs/<run-id>/ and clean up."""
+directory when a backup is there), then collect the chief's model, timing and logs into runs/<run-id>/ and
+clean up. A failure that repeats identically (the same error ending a worker's log in two attempts in a
+row: a bug in the script, a missing package) is not restarted again."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
@@ -51,6 +55,30 @@ class Settings:
     poll_seconds: float = 1.0
     max_restarts: int = 2
     keep: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)  # set: stop the job (the Python API)
+
+
+def pause(settings: Settings) -> None:
+    """Sleep one poll, or raise Stopped as soon as someone asks the job to stop."""
+    if settings.stop.wait(settings.poll_seconds):
+        raise Stopped("request")
+
+
+# The line that ends a Python traceback ("ValueError: ...") or the bootstrap's refusal ("nnsql: error: ...").
+ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*|nnsql: error: .*)$")
+# Errors a worker reports because another worker failed: they say nothing about the cause.
+PEER_ERRORS = ("UnavailableError", "CancelledError", "DeadlineExceededError", "Collective ops is aborted")
+
+
+def causes(log: str) -> set[str]:
+    """The errors that ended a worker's log (none for a worker killed or stopped from outside)."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    tail = [line for line in lines[-40:] if ERROR_LINE.match(line)]
+    return {line for line in tail[-1:] if not any(peer in line for peer in PEER_ERRORS)}
+
+
+def attempt_causes(backend: Backend, spec: RunSpec) -> set[str]:
+    return set().union(*(causes(backend.logs(spec, index)) for index in range(spec.tasks)))
 
 
 @dataclass(frozen=True)
@@ -91,7 +119,7 @@ def wait_until_running(backend: Backend, spec: RunSpec, settings: Settings) -> l
                 f"workers {waiting} not running after {settings.start_timeout:.0f}s; "
                 f"events: {backend.events(spec)}"
             )
-        time.sleep(settings.poll_seconds)
+        pause(settings)
 
 
 def watch(backend: Backend, spec: RunSpec, settings: Settings, follower: LogFollower) -> WorkerStatus | None:
@@ -106,7 +134,17 @@ def watch(backend: Backend, spec: RunSpec, settings: Settings, follower: LogFoll
         completing = states[:1] if spec.ps else states
         if completing and all(s.phase == Phase.SUCCEEDED for s in completing):
             return None
-        time.sleep(settings.poll_seconds)
+        pause(settings)
+
+
+def resuming(backend: Backend, spec: RunSpec) -> str:
+    """What the restarted group will start from, as far as this side can tell."""
+    backup = backend.has_backup(spec)
+    if backup is None:
+        return "resuming from NNSQL_BACKUP_DIR if the script wrote a backup there (the chief's log says)"
+    if backup:
+        return "resuming from the last backup"
+    return "starting over: there is no backup in NNSQL_BACKUP_DIR"
 
 
 def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = print) -> Result:
@@ -123,7 +161,7 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
     )
     started = time.monotonic()
     follower = LogFollower(say)
-    attempt = 0
+    attempt, previous = 0, set[str]()
     try:
         while True:
             tasks = f"{spec.workers} worker(s)" + (f", a chief and {spec.ps} ps" if spec.ps else "")
@@ -135,19 +173,20 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
             if failure is None:
                 break
             log = spec.run_dir / f"attempt-{attempt}" / f"worker-{failure.index}.log"
+            found = attempt_causes(backend, spec)
             backend.stop(spec)
-            if attempt >= settings.max_restarts:
+            what = f"worker {failure.index} failed ({failure.detail})"
+            if found & previous:
                 raise JobFailed(
-                    f"worker {failure.index} failed ({failure.detail}) and "
-                    f"{settings.max_restarts} restart(s) "
-                    f"are used up; its log: {log}"
+                    f"{what} with the same error as in the attempt before ({sorted(found & previous)[0]}): "
+                    f"not restarting a failure that repeats; its log: {log}"
                 )
-            attempt += 1
+            if attempt >= settings.max_restarts:
+                raise JobFailed(f"{what} and {settings.max_restarts} restart(s) are used up; its log: {log}")
+            attempt, previous = attempt + 1, found
             follower.reset()
-            say(
-                f"worker {failure.index} failed ({failure.detail}); restarting the whole group "
-                f"(restart {attempt} of {settings.max_restarts}), resuming from the last backup"
-            )
+            restart = f"restart {attempt} of {settings.max_restarts}"
+            say(f"{what}; restarting the whole group ({restart}), {resuming(backend, spec)}")
         seconds = time.monotonic() - started
         model = backend.collect(spec)
         write_record(

@@ -1,5 +1,6 @@
 """Kubernetes backend through the official client (no operator): the manifests of manifests.py, applied,
-watched, read and deleted by label. Needs a kubeconfig (KUBECONFIG or ~/.kube/config) or in-cluster config."""
+watched, read and deleted by label. Needs a kubeconfig (KUBECONFIG or ~/.kube/config) or in-cluster config,
+a cluster recent enough for the Job fields a run uses (MINIMUM_VERSION), and the rights rbac.py lists."""
 
 from __future__ import annotations
 
@@ -20,17 +21,50 @@ def load_config() -> None:
         config.load_incluster_config()
 
 
+# The oldest Kubernetes whose Jobs honour each field a run's manifests use (enabled by default there).
+MINIMUM_VERSION = {"podReplacementPolicy": (1, 29), "successPolicy": (1, 31)}
+
+
+class ClusterTooOld(ValueError):
+    """The API server is older than the Job fields of this run need."""
+
+
+def server_version(version: Any) -> tuple[int, int]:
+    """(major, minor) from the API server's /version (minor may read "29+" on managed clusters)."""
+    return int(str(version.major).rstrip("+")), int(str(version.minor).rstrip("+"))
+
+
+def check_version(version: tuple[int, int], ps: int) -> None:
+    needed = ["podReplacementPolicy", *(["successPolicy"] if ps else [])]
+    field = max(needed, key=MINIMUM_VERSION.__getitem__)
+    major, minor = MINIMUM_VERSION[field]
+    if version < (major, minor):
+        raise ClusterTooOld(
+            f"the cluster runs Kubernetes {version[0]}.{version[1]}; this run needs {major}.{minor} or newer "
+            f"(the Job's {field})"
+        )
+
+
 class KubernetesBackend:
     name = "kubernetes"
 
-    def __init__(self, options: manifests.ClusterOptions) -> None:
-        from kubernetes import client
+    def __init__(self, options: manifests.ClusterOptions, api: Any = None) -> None:
+        """`api`: an object with `core`, `batch` and `version` API clients (tests); else the real ones."""
+        if api is None:
+            from kubernetes import client
 
-        load_config()
+            load_config()
+            api = type("Api", (), {})()
+            api.core, api.batch, api.version = client.CoreV1Api(), client.BatchV1Api(), client.VersionApi()
         self.options = options
-        self.core: Any = client.CoreV1Api()
-        self.batch: Any = client.BatchV1Api()
+        self.core: Any = api.core
+        self.batch: Any = api.batch
+        self.version_api: Any = api.version
         self.attempt = 0
+
+    def check_server(self) -> None:
+        """ClusterTooOld, in one line, before anything is created on a cluster too old for the run."""
+        check_version(server_version(self.version_api.get_code()), self.options.ps)
 
     @property
     def namespace(self) -> str:
@@ -91,6 +125,11 @@ class KubernetesBackend:
             for event in self.core.list_namespaced_event(self.namespace, field_selector=selector).items[-3:]:
                 messages.append(f"{pod.metadata.name}: {event.reason}: {event.message}")
         return "; ".join(messages) or "no events (is the namespace right?)"
+
+    def has_backup(self, spec: RunSpec) -> bool | None:
+        """Without --pvc every pod had a volume of its own, gone with it; with one, the bootstrap of the
+        next attempt says what it finds."""
+        return None if self.options.pvc else False
 
     def stop(self, spec: RunSpec) -> None:
         name = manifests.names(spec.run_id, self.attempt)["job"]

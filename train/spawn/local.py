@@ -69,12 +69,17 @@ class LocalBackend:
         addresses = [f"127.0.0.1:{port}" for port in free_ports(spec.tasks)]
         self.processes, self.log_paths = [], []
         self.started = self.started or time.time()
+        for name in ("NNSQL_OUTPUT_DIR", "NNSQL_BACKUP_DIR"):  # there before the script starts
+            if spec.env.get(name):
+                Path(spec.env[name]).mkdir(parents=True, exist_ok=True)
         for index in range(spec.tasks):
             log_path = spec.run_dir / f"attempt-{attempt}" / f"worker-{index}.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
             env = {**os.environ, **spec.env, **worker_env(addresses, index, spec.ps), "PYTHONUNBUFFERED": "1"}
-            # the script imports what it would import when run from here
+            # the script imports what it would import when run from here, and `python` or `pip` in --command
+            # lines are this Python's, as in a pod they are the image's
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
+            env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
@@ -144,3 +149,7 @@ class LocalBackend:
 
     def events(self, spec: RunSpec) -> str:
         return "local processes start immediately; see the worker logs"
+
+    def has_backup(self, spec: RunSpec) -> bool | None:
+        backup = spec.env.get("NNSQL_BACKUP_DIR")
+        return backup is not None and any(path.is_file() for path in Path(backup).rglob("*"))

@@ -1,9 +1,14 @@
 """Kubernetes manifests for one run, as plain dicts (validated against the schema in the tests).
 
-One ConfigMap (the script and a bootstrap), one Secret (from --env-file; never plaintext pod env), one
-headless Service (stable DNS for every worker, publishNotReadyAddresses so workers find each other before
-they are ready), one Indexed Job (completionMode Indexed, parallelism = completions = N). Every pod builds
-TF_CONFIG from its completion index and the stable names <job>-<index>.<service>.
+One ConfigMap (the script, the bootstrap, the --command lines and the output_path helper), one Secret (from
+--env-file; never plaintext pod env), one headless Service (stable DNS for every worker,
+publishNotReadyAddresses so workers find each other before they are ready), one Indexed Job
+(completionMode Indexed, parallelism = completions = N). Every pod runs train/spawn/bootstrap.py first,
+which builds TF_CONFIG from its completion index and the stable names <job>-<index>.<service>.
+
+The pods meet the "restricted" Pod Security Standard (podsecurity.py checks it): no privilege escalation,
+every capability dropped, the RuntimeDefault seccomp profile, a non-root user (RUN_AS_USER unless
+--run-as-root for an image that cannot run otherwise), no service-account token.
 """
 
 from __future__ import annotations
@@ -13,32 +18,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from train.spawn import podtemplate
+
 PORT = 2222
 SCRIPT_DIR = "/nnsql/script"
 SHARED_DIR = "/nnsql/shared"
-BOOTSTRAP = """\
-import json, os, sys
-workers, ps = int(os.environ["TOT_WORKERS"]), int(os.environ.get("NNSQL_PS", "0"))
-position = int(os.environ["JOB_COMPLETION_INDEX"])
-job, service, port = os.environ["NNSQL_JOB"], os.environ["NNSQL_SERVICE"], os.environ["NNSQL_PORT"]
-roles = [("worker", i) for i in range(workers)]
-if ps:
-    roles = [("chief", 0)] + roles + [("ps", i) for i in range(ps)]
-cluster = {}
-for number, (kind, _) in enumerate(roles):
-    cluster.setdefault(kind, []).append(f"{job}-{number}.{service}:{port}")
-kind, index = roles[position]
-os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
-os.environ["WORKER_NUMBER"] = str(position)
-script = os.path.join(os.path.dirname(__file__), "train.py")
-os.execvp(sys.executable, [sys.executable, script, *sys.argv[1:]])
-"""
+PACKAGES_DIR = "/nnsql/packages"  # per pod: what the bootstrap installs (tf-keras on a stock image)
+TF_SPAWNER_DIR = "/script"  # TF-Spawner mounts the script as /script/training-script.py
+SCRIPT_NAME = "training-script.py"  # TF-Spawner's name; not importable, so it shadows no `train` package
+IMAGE = "tensorflow/tensorflow:2.21.0"
+GPU_IMAGE = "tensorflow/tensorflow:2.21.0-gpu"
+RUN_AS_USER = 1000  # the worker image's user; a stock TensorFlow image runs as any user
+# Run by the container command before anything else: prints the exports (TF_CONFIG...) it evaluates.
+PRELUDE = (
+    "set -e\n"
+    'exports=$(python "$NNSQL_SCRIPT_DIR/bootstrap.py")\n'
+    'eval "$exports"\n'
+    '. "$NNSQL_SCRIPT_DIR/command.sh"\n'
+)
+RUN_SCRIPT = 'exec python "$NNSQL_SCRIPT_DIR/training-script.py" "$@"\n'
+# Names spawn sets in every worker; an --env-file may not set them (envfile.py).
+RESERVED_ENV = frozenset(
+    {
+        "TF_CONFIG",
+        "WORKER_NUMBER",
+        "TOT_WORKERS",
+        "JOB_COMPLETION_INDEX",
+        "TF_USE_LEGACY_KERAS",
+        "PYTHONUNBUFFERED",
+        "NNSQL_PS",
+        "NNSQL_JOB",
+        "NNSQL_SERVICE",
+        "NNSQL_PORT",
+        "NNSQL_ATTEMPT",
+        "NNSQL_IMAGE",
+        "NNSQL_SCRIPT_DIR",
+        "NNSQL_SHARED_DIR",
+        "NNSQL_PACKAGES",
+        "NNSQL_OUTPUT_DIR",
+        "NNSQL_BACKUP_DIR",
+    }
+)
 
 
 @dataclass(frozen=True)
 class ClusterOptions:
     namespace: str = "default"
-    image: str = "tensorflow/tensorflow:2.21.0"
+    image: str = IMAGE
     cpu: str = "2"
     memory: str = "4Gi"
     gpus: int = 0
@@ -49,9 +75,18 @@ class ClusterOptions:
     overlay: dict[str, Any] = field(default_factory=dict)  # deep-merged into the Job
     pod_template: dict[str, Any] = field(default_factory=dict)  # a Pod (TF-Spawner's --pod-file), under ours
     runtime_env: dict[str, str] = field(default_factory=dict)  # which Keras (runtime.environment)
-    command: str = ""  # shell lines run before the script (TF-Spawner's --command)
+    command: str = ""  # shell lines run before the script (--command)
+    entrypoint: str = ""  # shell lines run instead of the script (TF-Spawner's -c), after the bootstrap
     port: int = PORT
     ps: int = 0  # parameter servers: then task 0 is the chief, the workers follow, the ps come last
+    deadline: int | None = None  # the Job's activeDeadlineSeconds (--deadline)
+    run_as_user: int | None = RUN_AS_USER  # None: the image's own user (--run-as-root)
+    allow_privileged: bool = False  # keep `privileged: true` from a --pod-file
+
+
+def default_image(gpus: int) -> str:
+    """TensorFlow's own image: the GPU variant when the workers ask for GPUs."""
+    return GPU_IMAGE if gpus else IMAGE
 
 
 def names(run_id: str, attempt: int) -> dict[str, str]:
@@ -67,26 +102,23 @@ def labels(run_id: str) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "nnsql-spawn", "nnsql.io/run": run_id}
 
 
-def deep_merge(base: dict, overlay: dict) -> dict:
-    merged = copy.deepcopy(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+def metadata(name: str, run_id: str, options: ClusterOptions) -> dict:
+    return {"name": name, "namespace": options.namespace, "labels": labels(run_id)}
 
 
 def config_map(run_id: str, script: Path, options: ClusterOptions) -> dict:
+    here = Path(__file__).parent
+    data = {
+        SCRIPT_NAME: script.read_text(),
+        "bootstrap.py": (here / "bootstrap.py").read_text(),
+        "output_path.py": (here / "output.py").read_text(),
+        "command.sh": options.command,
+    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": names(run_id, 0)["config"],
-            "namespace": options.namespace,
-            "labels": labels(run_id),
-        },
-        "data": {"train.py": script.read_text(), "bootstrap.py": BOOTSTRAP, "command.sh": options.command},
+        "metadata": metadata(names(run_id, 0)["config"], run_id, options),
+        "data": data,
     }
 
 
@@ -95,11 +127,7 @@ def secret(run_id: str, options: ClusterOptions) -> dict:
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {
-            "name": names(run_id, 0)["secret"],
-            "namespace": options.namespace,
-            "labels": labels(run_id),
-        },
+        "metadata": metadata(names(run_id, 0)["secret"], run_id, options),
         "stringData": dict(options.env_file_data),
     }
 
@@ -108,11 +136,7 @@ def service(run_id: str, options: ClusterOptions) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": names(run_id, 0)["service"],
-            "namespace": options.namespace,
-            "labels": labels(run_id),
-        },
+        "metadata": metadata(names(run_id, 0)["service"], run_id, options),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -120,6 +144,34 @@ def service(run_id: str, options: ClusterOptions) -> dict:
             "ports": [{"name": "grpc", "port": options.port, "targetPort": options.port}],
         },
     }
+
+
+def container_command(options: ClusterOptions, args: tuple[str, ...]) -> list[str]:
+    """The bootstrap's exports, the --command lines, then the script, or TF-Spawner's entrypoint (bash,
+    as TF-Spawner runs it) in its place. `$@` holds the script's arguments."""
+    if options.entrypoint:
+        return ["/bin/bash", "-c", PRELUDE + options.entrypoint, "worker", *args]
+    return ["sh", "-c", PRELUDE + RUN_SCRIPT, "worker", *args]
+
+
+def worker_env(run_id: str, attempt: int, workers: int, options: ClusterOptions) -> list[dict[str, str]]:
+    values = {
+        "TOT_WORKERS": str(workers),
+        "NNSQL_PS": str(options.ps),
+        "NNSQL_JOB": names(run_id, attempt)["job"],
+        "NNSQL_SERVICE": names(run_id, attempt)["service"],
+        "NNSQL_PORT": str(options.port),
+        "NNSQL_ATTEMPT": str(attempt),
+        "NNSQL_IMAGE": options.image,
+        "NNSQL_SCRIPT_DIR": SCRIPT_DIR,
+        "NNSQL_SHARED_DIR": SHARED_DIR,
+        "NNSQL_PACKAGES": PACKAGES_DIR,
+        "NNSQL_OUTPUT_DIR": f"{SHARED_DIR}/output",
+        "NNSQL_BACKUP_DIR": f"{SHARED_DIR}/backup",
+        "PYTHONUNBUFFERED": "1",
+        **dict(sorted(options.runtime_env.items())),
+    }
+    return [{"name": key, "value": value} for key, value in values.items()]
 
 
 def container(
@@ -131,95 +183,96 @@ def container(
     }
     if options.gpus:
         resources["limits"]["nvidia.com/gpu"] = str(options.gpus)
-    env = [
-        {"name": "TOT_WORKERS", "value": str(workers)},
-        {"name": "NNSQL_PS", "value": str(options.ps)},
-        {"name": "NNSQL_JOB", "value": names(run_id, attempt)["job"]},
-        {"name": "NNSQL_SERVICE", "value": names(run_id, attempt)["service"]},
-        {"name": "NNSQL_PORT", "value": str(options.port)},
-        {"name": "NNSQL_OUTPUT_DIR", "value": f"{SHARED_DIR}/output"},
-        {"name": "NNSQL_BACKUP_DIR", "value": f"{SHARED_DIR}/backup"},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-        *({"name": key, "value": value} for key, value in sorted(options.runtime_env.items())),
-    ]
-    # command.sh (empty unless --command) runs in the worker's shell first, then the bootstrap replaces it
-    start = f'set -e; . {SCRIPT_DIR}/command.sh; exec python {SCRIPT_DIR}/bootstrap.py "$@"'
     return {
         "name": "worker",
         "image": options.image,
-        "command": ["sh", "-c", start, "worker", *args],
-        "env": env,
+        "command": container_command(options, args),
+        "env": worker_env(run_id, attempt, workers, options),
         "envFrom": [{"secretRef": {"name": names(run_id, 0)["secret"]}}],
         "ports": [{"name": "grpc", "containerPort": options.port}],
         "resources": resources,
+        "securityContext": container_security(options),
         "volumeMounts": [
             {"name": "script", "mountPath": SCRIPT_DIR, "readOnly": True},
+            {"name": "script", "mountPath": TF_SPAWNER_DIR, "readOnly": True},
             {"name": "shared", "mountPath": SHARED_DIR},
+            {"name": "packages", "mountPath": PACKAGES_DIR},
         ],
     }
 
 
-def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options: ClusterOptions) -> dict:
+def container_security(options: ClusterOptions) -> dict:
+    if options.allow_privileged:  # the user's pod file asks for privilege and --allow-privileged grants it
+        return {}
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def pod_security(options: ClusterOptions) -> dict:
+    """Restricted: a non-root user (with its group owning the shared volume), RuntimeDefault seccomp."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if options.run_as_user is not None:
+        user = options.run_as_user
+        context.update(runAsNonRoot=True, runAsUser=user, runAsGroup=user, fsGroup=user)
+    return context
+
+
+def pod_spec(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options: ClusterOptions) -> dict:
     shared = (
         {"name": "shared", "persistentVolumeClaim": {"claimName": options.pvc}}
         if options.pvc
         else {"name": "shared", "emptyDir": {}}
     )
-    pod_spec: dict[str, Any] = {
+    spec: dict[str, Any] = {
         "restartPolicy": "Never",  # a failed worker fails the attempt; spawn restarts the whole group
         "subdomain": names(run_id, attempt)["service"],
+        "automountServiceAccountToken": False,  # a worker has no business with the Kubernetes API
+        "enableServiceLinks": False,
+        "securityContext": pod_security(options),
         "containers": [container(run_id, attempt, workers, args, options)],
-        "volumes": [{"name": "script", "configMap": {"name": names(run_id, 0)["config"]}}, shared],
+        "volumes": [
+            {"name": "script", "configMap": {"name": names(run_id, 0)["config"]}},
+            shared,
+            {"name": "packages", "emptyDir": {}},
+        ],
     }
     if options.node_selector:
-        pod_spec["nodeSelector"] = dict(options.node_selector)
-    pod_spec = under_pod_template(pod_spec, options.pod_template)
-    manifest: dict[str, Any] = {
+        spec["nodeSelector"] = dict(options.node_selector)
+    return podtemplate.under_pod_template(spec, options.pod_template)
+
+
+def job(run_id: str, attempt: int, workers: int, args: tuple[str, ...], options: ClusterOptions) -> dict:
+    tasks = task_count(workers, options)
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": tasks,
+        "parallelism": tasks,
+        "backoffLimit": 0,
+        "podReplacementPolicy": "Failed",
+        "ttlSecondsAfterFinished": options.ttl_seconds,
+        "template": {
+            "metadata": {"labels": {**labels(run_id), "nnsql.io/attempt": str(attempt)}},
+            "spec": pod_spec(run_id, attempt, workers, args, options),
+        },
+    }
+    if options.deadline:
+        spec["activeDeadlineSeconds"] = options.deadline
+    if options.ps:  # workers and ps serve until stopped: the Job succeeds when the chief (index 0) does
+        spec["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
+    manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": names(run_id, attempt)["job"],
-            "namespace": options.namespace,
+            **metadata(names(run_id, attempt)["job"], run_id, options),
             "labels": {**labels(run_id), "nnsql.io/attempt": str(attempt)},
         },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": task_count(workers, options),
-            "parallelism": task_count(workers, options),
-            "backoffLimit": 0,
-            "podReplacementPolicy": "Failed",
-            "ttlSecondsAfterFinished": options.ttl_seconds,
-            "template": {
-                "metadata": {"labels": {**labels(run_id), "nnsql.io/attempt": str(attempt)}},
-                "spec": pod_spec,
-            },
-        },
+        "spec": spec,
     }
-    if options.ps:  # workers and ps serve until stopped: the Job succeeds when the chief (index 0) does
-        manifest["spec"]["successPolicy"] = {"rules": [{"succeededIndexes": "0"}]}
-    return deep_merge(manifest, options.overlay)
+    return podtemplate.deep_merge(manifest, options.overlay)
 
 
 def task_count(workers: int, options: ClusterOptions) -> int:
     """Pods of one attempt: the workers, plus the chief and the parameter servers in ps training."""
     return workers + (1 + options.ps if options.ps else 0)
-
-
-def under_pod_template(pod_spec: dict, template: dict) -> dict:
-    """The generated pod spec merged over a user's Pod (TF-Spawner's --pod-file): theirs supplies what ours
-    lacks (tolerations, image pull secrets, extra volumes and mounts), ours wins where both say something."""
-    base = copy.deepcopy(template.get("spec", {}))
-    theirs = (base.pop("containers", None) or [{}])[0]
-    merged = deep_merge(base, {k: v for k, v in pod_spec.items() if k not in ("containers", "volumes")})
-    ours = pod_spec["containers"][0]
-    container = deep_merge(theirs, {k: v for k, v in ours.items() if k not in ("env", "volumeMounts")})
-    for key in ("env", "volumeMounts"):
-        mine = {item["name"] if key == "env" else item["mountPath"] for item in ours[key]}
-        kept = [i for i in theirs.get(key, []) if (i["name"] if key == "env" else i["mountPath"]) not in mine]
-        container[key] = [*kept, *ours[key]]
-    names = {volume["name"] for volume in pod_spec["volumes"]}
-    volumes = [v for v in base.get("volumes", []) if v["name"] not in names]
-    return {**merged, "containers": [container], "volumes": [*volumes, *pod_spec["volumes"]]}
 
 
 def redacted(documents: list[dict]) -> list[dict]:
@@ -238,14 +291,18 @@ def collector_pod(run_id: str, options: ClusterOptions) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{run_id}-collect", "namespace": options.namespace, "labels": labels(run_id)},
+        "metadata": metadata(f"{run_id}-collect", run_id, options),
         "spec": {
             "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security(options),
             "containers": [
                 {
                     "name": "collect",
                     "image": options.image,
                     "command": ["sleep", "600"],
+                    "securityContext": container_security(ClusterOptions()),
                     "volumeMounts": [{"name": "shared", "mountPath": SHARED_DIR, "readOnly": True}],
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
                 }
@@ -272,17 +329,3 @@ def all_manifests(
         service(run_id, options),
         job(run_id, 0, workers, args, options),
     ]
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines (comments and blank lines ignored) for the run's Secret."""
-    values = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        key, separator, value = text.partition("=")
-        if not separator or not key.strip().replace("_", "").isalnum():
-            raise ValueError(f"{path}:{number}: expected KEY=VALUE")
-        values[key.strip()] = value.strip().strip('"').strip("'")
-    return values

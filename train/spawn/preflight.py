@@ -1,9 +1,12 @@
 """Pre-flight check of a training script before any worker starts, from its syntax tree (not its text).
 
-Errors: the script does not compile; it creates no distribution strategy; it builds a model before it
-creates the strategy (variables would be created outside the strategy's scope). Warnings: nothing resumes
-after a restart (no BackupAndRestore callback, checkpoint manager or backup directory); every worker saves
-the model; `model.fit` under Keras 3. Notes: which Keras runtime will run `model.fit`.
+It never refuses a script that could run: the only error is a script that does not compile (or is not
+there). Warnings: the model seems to be built before the strategy; nothing resumes after a restart (no
+BackupAndRestore callback, checkpoint manager or backup directory); the model is saved on the chief only,
+which deadlocks MultiWorkerMirroredStrategy (every worker must call save: TensorFlow's pattern, which
+`train.spawn.output_path` implements); `model.fit` under Keras 3. Notes: which Keras runtime runs
+`model.fit`; a strategy of one machine (MirroredStrategy, OneDeviceStrategy, the default strategy), or
+none that can be seen, with which the workers will not train together. `--no-preflight` skips it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,18 @@ from pathlib import Path
 from train.spawn import runtime
 
 STRATEGY_NAMES = {"MultiWorkerMirroredStrategy", "ParameterServerStrategy", "make_strategy"}
+ONE_MACHINE = {
+    "MirroredStrategy",
+    "OneDeviceStrategy",
+    "CentralStorageStrategy",
+    "get_strategy",
+    "TPUStrategy",
+}
 MODEL_BUILDERS = {"Sequential", "Model", "build_model", "compile"}
 RESUMERS = {"BackupAndRestore", "CheckpointManager"}
 CHIEF_HINTS = ("is_chief", "task_type", "task_id", "WORKER_NUMBER", "'index'", '"index"', "chief")
+SAVERS = {"save", "save_weights"}
+HELPER = "model.save(output_path('model.keras')) with `from train.spawn import output_path`"
 
 
 @dataclass
@@ -95,14 +107,59 @@ def check_fit(script: Path, tree: ast.AST, keras: str, report: Report) -> None:
 
 
 def check_parameter_server(script: Path, tree: ast.AST, report: Report) -> None:
-    if not calls(tree, {"ParameterServerStrategy"}):
-        report.errors.append(
-            f"{script}: --strategy parameter-server needs tf.distribute.ParameterServerStrategy"
+    if not calls(tree, {"ParameterServerStrategy", "make_strategy"}):
+        report.warnings.append(
+            f"{script}: --strategy parameter-server needs tf.distribute.ParameterServerStrategy, which "
+            "the script does not seem to create"
         )
     if not calls(tree, {"Server"}):
         report.warnings.append(
             f"{script}: starts no tf.distribute.Server: its worker and ps tasks would run the training "
             "code instead of serving the chief"
+        )
+
+
+def check_strategy(script: Path, tree: ast.AST, source: str, report: Report) -> None:
+    strategy = first_line(tree, STRATEGY_NAMES)
+    if strategy is None:
+        single = first_line(tree, ONE_MACHINE)
+        kind = "a strategy of one machine" if single else "no multi-worker strategy that this check can see"
+        report.notes.append(
+            f"{script}{f':{single}' if single else ''}: {kind}: each worker will train on its own, not "
+            "together; use tf.distribute.MultiWorkerMirroredStrategy to share the training, or -w 1"
+        )
+        return
+    builder = first_line(tree, MODEL_BUILDERS)
+    if builder is not None and builder < strategy and "scope" not in source:
+        report.warnings.append(
+            f"{script}:{builder}: the model seems to be built before the strategy (line {strategy}); "
+            "TensorFlow needs the strategy first and the model built inside strategy.scope()"
+        )
+
+
+def chief_only(tree: ast.AST) -> list[int]:
+    """Lines of save calls that sit under an `if` testing whether this worker is the chief."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and any(hint in ast.unparse(node.test) for hint in CHIEF_HINTS):
+            lines += [call.lineno for child in node.body for call in calls(child, SAVERS)]
+    return sorted(lines)
+
+
+def check_saving(script: Path, tree: ast.AST, source: str, report: Report) -> None:
+    saves = [call.lineno for call in calls(tree, SAVERS)]
+    if not saves or not calls(tree, {"MultiWorkerMirroredStrategy"}):
+        return
+    guarded = chief_only(tree)
+    if guarded:
+        report.warnings.append(
+            f"{script}:{guarded[0]}: saves on the chief only: under MultiWorkerMirroredStrategy every worker "
+            f"must call save (the others to a temporary path) or the chief waits for ever; {HELPER}"
+        )
+    elif not any(hint in source for hint in CHIEF_HINTS):
+        report.notes.append(
+            f"{script}:{saves[0]}: every worker saves to the same path; TensorFlow's pattern gives the "
+            f"non-chief workers a temporary path: {HELPER}"
         )
 
 
@@ -112,15 +169,7 @@ def check(script: Path, keras: str = runtime.DEFAULT, *, parameter_server: bool 
     if tree is None:
         return report
     source = script.read_text()
-    strategy = first_line(tree, STRATEGY_NAMES)
-    builder = first_line(tree, MODEL_BUILDERS)
-    if strategy is None:
-        report.errors.append(f"{script}: creates no distribution strategy: the workers would train alone")
-    elif builder is not None and builder < strategy and "scope" not in source:
-        report.errors.append(
-            f"{script}:{builder}: builds the model before the strategy (line {strategy}); "
-            "create the strategy first and build inside strategy.scope()"
-        )
+    check_strategy(script, tree, source, report)
     if not resumes(tree):
         report.warnings.append(
             f"{script}: no keras.callbacks.BackupAndRestore: after a failure the group restarts from scratch"
@@ -128,9 +177,5 @@ def check(script: Path, keras: str = runtime.DEFAULT, *, parameter_server: bool 
     check_fit(script, tree, keras, report)
     if parameter_server:
         check_parameter_server(script, tree, report)
-    saves = [call.lineno for call in calls(tree, {"save", "save_weights"})]
-    if saves and not any(hint in source for hint in CHIEF_HINTS):
-        report.warnings.append(
-            f"{script}:{saves[0]}: every worker saves the model; save from the chief (worker 0) only"
-        )
+    check_saving(script, tree, source, report)
     return report

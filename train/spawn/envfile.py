@@ -1,0 +1,34 @@
+"""`--env-file`: variables for every worker, read with python-dotenv's rules (quotes, `export`, comments
+after a value, escapes in double quotes), as Docker Compose and most tools read a `.env` file. Values are
+taken literally (no `${VAR}` expansion from this machine's environment).
+
+A line dotenv cannot parse, a name without a value, and a name spawn sets itself (NNSQL_OUTPUT_DIR,
+TF_CONFIG, ...: manifests.RESERVED_ENV) are refused with one line naming the file and line.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from dotenv.parser import parse_stream
+
+from train.spawn.manifests import RESERVED_ENV
+
+
+def read(path: Path) -> dict[str, str]:
+    """The file's NAME=value pairs; ValueError naming the line of the first problem."""
+    values: dict[str, str] = {}
+    for binding in parse_stream(io.StringIO(path.read_text())):
+        line = binding.original.line
+        if binding.error:
+            raise ValueError(f"{path}:{line}: expected NAME=value, got {binding.original.string.strip()!r}")
+        if binding.key is None:  # a comment or a blank line
+            continue
+        if binding.value is None:
+            raise ValueError(f"{path}:{line}: {binding.key} has no value (write {binding.key}=...)")
+        if binding.key in RESERVED_ENV:
+            hint = "; choose the Keras with --keras" if binding.key == "TF_USE_LEGACY_KERAS" else ""
+            raise ValueError(f"{path}:{line}: {binding.key} is set by spawn and cannot be overridden{hint}")
+        values[binding.key] = binding.value
+    return values
