@@ -83,3 +83,62 @@ def test_restarts_are_bounded(tmp_path):
 def test_workers_that_never_run_time_out_with_the_events(tmp_path):
     with pytest.raises(JobFailed, match="not running after 0s; events: 0/3 nodes are available"):
         run_job(FakeBackend([[[P, P]]]), spec(tmp_path), FAST, lambda line: None)
+
+
+class FailingBackend(FakeBackend):
+    """Worker 1 fails in every attempt, its log ending with the error of that attempt."""
+
+    def __init__(self, errors: list[str], backup: bool | None) -> None:
+        super().__init__([[[R, F]]] * len(errors))
+        self.errors, self.backup = errors, backup
+
+    def logs(self, spec: RunSpec, index: int) -> str:
+        if index == 0:  # the chief reports its peer's failure, which says nothing about the cause
+            peer = "tensorflow.python.framework.errors_impl.UnavailableError: Collective ops is aborted"
+            return f"Epoch 1/3\n{peer}\n"
+        return f"Epoch 1/3\nTraceback (most recent call last):\n  File x\n{self.errors[self.attempt]}\n"
+
+    def has_backup(self, spec: RunSpec) -> bool | None:
+        return self.backup
+
+
+def test_a_failure_that_repeats_identically_is_not_restarted_again(tmp_path):
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/out/model.keras'"
+    backend = FailingBackend([missing, missing, missing], backup=False)
+    settings = Settings(start_timeout=0.05, poll_seconds=0.001, max_restarts=2)
+    lines: list[str] = []
+    with pytest.raises(JobFailed, match="with the same error as in the attempt before") as error:
+        run_job(backend, spec(tmp_path), settings, lines.append)
+    assert backend.attempt == 1 and missing in str(error.value)  # 2 attempts, not 3
+    assert any("starting over: there is no backup in NNSQL_BACKUP_DIR" in line for line in lines)
+    assert not any("resuming from the last backup" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("backup", "said"),
+    [
+        (True, "resuming from the last backup"),
+        (False, "starting over: there is no backup"),
+        (None, "resuming from NNSQL_BACKUP_DIR if the script wrote a backup there"),
+    ],
+)
+def test_different_failures_restart_and_say_what_they_resume_from(tmp_path, backup, said):
+    errors = ["OSError: disk quota exceeded", "MemoryError: out of memory", "KeyError: 'x'"]
+    settings = Settings(start_timeout=0.05, poll_seconds=0.001, max_restarts=2)
+    lines: list[str] = []
+    with pytest.raises(JobFailed, match=r"2 restart\(s\) are used up"):
+        run_job(FailingBackend(errors, backup), spec(tmp_path), settings, lines.append)
+    restarts = [line for line in lines if "restarting the whole group" in line]
+    assert len(restarts) == 2 and all(said in line for line in restarts)
+
+
+def test_a_stop_request_ends_the_job(tmp_path):
+    """What the Python API's interrupt does: the job stops, its workers are stopped, the record says so."""
+    from train.spawn.control import Stopped
+
+    settings = Settings(start_timeout=5, poll_seconds=0.01, max_restarts=0)
+    settings.stop.set()
+    backend = FakeBackend([[[R, R]]])
+    with pytest.raises(Stopped):
+        run_job(backend, spec(tmp_path), settings, lambda line: None)
+    assert backend.stops >= 1 and read_record(tmp_path / "run-1")["state"] == "stopped"
