@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -274,10 +275,24 @@ def test_command_file_runs_in_each_local_worker_before_the_script(runs, tmp_path
     assert read_record(run_dir)["keras"] == "2"
 
 
-def test_tensorboard_serves_a_runs_collected_logs(runs, tmp_path):
+def descendants(pid: int) -> set[int]:
+    """Every process started by `pid`, at any depth (from /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            found |= {int(child), *descendants(int(child))}
+    return found
+
+
+def alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
+def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tmp_path, number):
     import socket
     import subprocess
-    import sys
 
     import requests
     from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -299,6 +314,7 @@ def test_tensorboard_serves_a_runs_collected_logs(runs, tmp_path):
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "train.spawn", "tensorboard", "r-tb", "--port", str(port)]
     server = subprocess.Popen(command, cwd=runs.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
+    started: set[int] = set()
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -311,9 +327,20 @@ def test_tensorboard_serves_a_runs_collected_logs(runs, tmp_path):
             assert time.monotonic() < deadline and server.poll() is None, "TensorBoard did not come up"
             time.sleep(0.5)
         assert answer.json() == ["logs/train"]
+        started = descendants(server.pid)
+        assert started, "TensorBoard runs as a child of the command"
+        server.send_signal(number)
+        assert server.wait(timeout=30) == 0
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in started if alive(pid)], "a process outlived `tensorboard`"
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.kill()
+        server.wait()
+        for pid in started:  # never leave one behind, even when the test fails
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_tensorboard_without_logs_says_what_to_do(runs, capsys):

@@ -4,13 +4,21 @@ It serves the TensorBoard event files of the run: while a local run trains, thos
 under its NNSQL_OUTPUT_DIR; once any run ended (local or Kubernetes), those collected into
 runs/<run-id>/model/. A script's TensorBoard callback is collected when its log_dir is under
 NNSQL_OUTPUT_DIR, or when the chief prints the directory's absolute path.
+
+TensorBoard runs in a process group of its own (with the data server it starts); SIGTERM, SIGHUP and
+Ctrl-C sent to this command are passed on to that whole group, and whatever of it is still there 10 s
+later is killed: nothing outlives the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from train.spawn import commands
@@ -58,7 +66,49 @@ def main(argv: list[str], runs: Path) -> int:
     print(f"TensorBoard for {args.run} at http://{args.host}:{args.port}/ (logs: {logs}); Ctrl-C to stop")
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logs)]
     command += ["--host", args.host, "--port", str(args.port)]
+    return serve(command)
+
+
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def group_alive(group: int) -> bool:
     try:
-        return subprocess.run(command, check=False).returncode
-    except KeyboardInterrupt:
-        return 0
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end_group(group: int, grace: float = 10.0) -> None:
+    """SIGTERM to every process of the group, SIGKILL to those still there after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while group_alive(group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+def serve(command: list[str]) -> int:
+    """Run `command` in a process group of its own until it ends or this process is told to stop; 0 when
+    it was stopped on request, else its exit status."""
+    process = subprocess.Popen(command, start_new_session=True)
+    stopped: list[int] = []
+
+    def forward(number: int, frame: object) -> None:
+        stopped.append(number)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, number)
+
+    previous = {number: signal.signal(number, forward) for number in FORWARDED}
+    try:
+        code = process.wait()
+    finally:
+        end_group(process.pid)
+        for number, action in previous.items():
+            signal.signal(number, action)
+    return 0 if stopped else code
