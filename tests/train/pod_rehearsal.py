@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,16 +44,30 @@ def pinned(package: str) -> str:
 
 def image_environment(distribution: str) -> Path:
     """A virtual environment holding only `distribution` (tensorflow-cpu or tensorflow) at the pinned
-    TensorFlow release, and what it depends on: created once, then reused."""
+    TensorFlow release, and what it depends on: created once, then reused. The `tensorflow` one starts as
+    a hard-linked copy of the `tensorflow-cpu` one (both depend on exactly the same packages) with the one
+    distribution swapped, which saves most of a second installation."""
     version = pinned("tensorflow")
     venv = BUILD / f"{distribution}-{version}"
     done = venv / "rehearsal-image.json"
     if done.exists():
         return venv
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    install = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*install, f"{distribution}=={version}"], check=True)
-    done.write_text(json.dumps({"holds": f"{distribution}=={version}"}) + "\n")
+    partial = venv.with_name(venv.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    pip = [str(partial / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    if distribution == "tensorflow-cpu":
+        subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
+        subprocess.run([*pip, "install", "--quiet", f"{distribution}=={version}"], check=True)
+    else:
+        cpu = image_environment("tensorflow-cpu")
+        subprocess.run(["cp", "-al", str(cpu), str(partial)], check=True)
+        (partial / done.name).unlink()
+        subprocess.run([*pip, "uninstall", "--quiet", "--yes", "tensorflow-cpu"], check=True)
+        subprocess.run([*pip, "install", "--quiet", "--no-deps", f"{distribution}=={version}"], check=True)
+    subprocess.run([*pip, "check"], check=True, stdout=subprocess.DEVNULL)
+    (partial / done.name).write_text(json.dumps({"holds": f"{distribution}=={version}"}) + "\n")
+    shutil.rmtree(venv, ignore_errors=True)
+    partial.rename(venv)
     return venv
 
 

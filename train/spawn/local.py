@@ -29,6 +29,10 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+# The folder holding the `train` package: local workers import train.data and train.spawn.output_path
+# from it wherever spawn is started (a pod gets them from the worker image, or the bootstrap).
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
 # An absolute path the chief prints: a model file, a SavedModel or a TensorBoard log directory.
 PRINTED_PATH = re.compile(r"""(/[^\s'"`]+)""")
 
@@ -78,7 +82,8 @@ class LocalBackend:
             env = {**os.environ, **spec.env, **worker_env(addresses, index, spec.ps), "PYTHONUNBUFFERED": "1"}
             # the script imports what it would import when run from here, and `python` or `pip` in --command
             # lines are this Python's, as in a pod they are the image's
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
+            path = [os.getcwd(), str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
             env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             with log_path.open("wb") as log:
