@@ -88,3 +88,39 @@ def test_a_pod_that_cannot_get_tf_keras_stops_in_one_line_and_is_not_restarted(c
         assert last.startswith("nnsql: error: could not install tf-keras~=2.21.0")
         assert "train/spawn/image/Containerfile" in last and "--keras 3" in last
         assert control.causes(pod.log) == {last}  # the same cause twice in a row ends the run
+
+
+def test_a_tf_spawner_entrypoint_runs_the_script_at_tf_spawners_path(capsys, tmp_path):
+    """TF-Spawner's examples/entrypoint.sh as it ships: it echoes, then runs /script/training-script.py."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import json, os, sys\nconfig = json.loads(os.environ['TF_CONFIG'])\n"
+        "print('task', config['task']['index'], 'of', os.environ['TOT_WORKERS'], 'from', sys.argv[0])\n"
+    )
+    entrypoint = tmp_path / "entrypoint.sh"
+    entrypoint.write_text(
+        'echo "This line is printed by the entrypoint script"\npython /script/training-script.py\n'
+    )
+    args = [
+        "--backend",
+        "kubernetes",
+        "--dry-run",
+        "-w",
+        "2",
+        "--pvc",
+        "s",
+        "-c",
+        str(entrypoint),
+        str(script),
+    ]
+    assert spawn.main(args) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    image = pod_rehearsal.image_environment("tensorflow-cpu")
+    pods = pod_rehearsal.rehearse(documents, tmp_path / "cluster", image, pod_rehearsal.wheel_index())
+    for pod in pods:
+        assert pod.exit_code == 0, pod.log
+        lines = pod.log.splitlines()
+        assert "This line is printed by the entrypoint script" in lines
+        assert lines[-1].startswith(f"task {pod.index} of 2 from ") and lines[-1].endswith(
+            "/training-script.py"
+        )
