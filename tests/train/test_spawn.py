@@ -348,3 +348,15 @@ def test_tensorboard_without_logs_says_what_to_do(runs, capsys):
     (runs / "r-empty" / "run.json").write_text("{}")
     assert spawn.main(["tensorboard", "r-empty"]) == 2
     assert "NNSQL_OUTPUT_DIR" in capsys.readouterr().err
+
+
+def test_output_and_backup_directories_exist_before_a_local_script_starts(runs, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os\ndef make_strategy():\n    return None\nmake_strategy()\n"
+        "assert os.path.isdir(os.environ['NNSQL_BACKUP_DIR'])\n"
+        "open(os.path.join(os.environ['NNSQL_OUTPUT_DIR'], 'model.keras'), 'w').write('weights')\n"
+    )
+    assert spawn.main(["-w", "2", str(script)]) == 0
+    (run_dir,) = runs.iterdir()
+    assert (run_dir / "model" / "model.keras").read_text() == "weights"
