@@ -17,6 +17,7 @@ import pytest
 from nbclient import NotebookClient
 
 from tests.conftest import REPO
+from tests.train.test_spawn_safety import alive
 
 pytestmark = pytest.mark.slow
 
@@ -75,11 +76,6 @@ def interrupt_when_ready(client: NotebookClient, work: Path) -> None:
                 os.kill(client.km.provisioner.pid, signal.SIGINT)  # what the notebook's stop button sends
                 return
         time.sleep(0.2)
-
-
-def alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_notebook_drives_a_run_and_an_interrupt_stops_it(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.train.test_spawn_safety import alive
 from train.spawn import __main__ as spawn
 from train.spawn import envfile, manifests
 from train.spawn.backend import RunSpec, read_record
@@ -282,11 +283,6 @@ def descendants(pid: int) -> set[int]:
         for child in (task / "children").read_text().split():
             found |= {int(child), *descendants(int(child))}
     return found
-
-
-def alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
