@@ -3,8 +3,9 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# Debian packages the tests and demo use (installed only when running as root and missing).
-APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk
+# Debian packages the tests and demo use (installed only when running as root and missing); iproute2:
+# the pod rehearsal's network namespaces (tests/train/pod_rehearsal.py).
+APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2
 
 .PHONY: setup demo test test-fast lint format bench clean supported
 
