@@ -1,13 +1,20 @@
-"""Benchmark: the HTTP scorer under load, next to a raw in-process onnxruntime loop (the ceiling).
+"""Benchmark: `python -m serve` side by side with Triton and MLServer, same ONNX model, same wrk load.
 
-Starts `python -m serve` (waitress, one process) on a free port and drives it with wrk (Debian's
-package) from a separate process: single-row MNIST requests over KServe V2, JSON and binary payloads,
-at 1, 8 and 32 concurrent connections, and requests of 256 rows. In the same run, measures onnxruntime
-alone: single-row session.run calls per second and rows per second in batches of 256. Prints requests/s
-and p50/p99 latency with ratios to the ceiling and writes bench/results/serve_http.json. Goal (2 cores):
-≥ 1,500 req/s and p99 ≤ 10 ms at 8 clients; batched throughput within 2× of the raw ceiling.
+Exports the MNIST MLP (784 → 100 → 10) with the project's exporter and serves it three ways at once:
+- nnsql: `python -m serve` with its defaults (workers = cores), access log off like the peers';
+- Triton: PyTriton 0.7.0 (Triton's C++ HTTP front end and dynamic batcher, onnxruntime in the bound
+  Python function), in build/bench-venvs/triton, made with Debian's python3.11 (PyTriton's Python
+  backend stub links Debian's libpython3.11);
+- MLServer 1.7.1 with an onnxruntime runtime (bench/peers/mlserver_onnx.py), in
+  build/bench-venvs/mlserver (uvloop 0.21: MLServer 1.7.1's inference pool fails on 0.23).
+The peers are installed by this script into their own virtual environments, never the project's.
+wrk (Debian's package) drives one server at a time, the servers taking turns, for `--rounds` rounds:
+the machine is shared, so figures are printed as ranges over rounds and ratios are of medians.
+Loads: one row per request in V2 JSON at 8 and 64 connections; 256 rows per request in V2 JSON and
+in the binary tensor extension (MLServer has none) at 8 connections. Raw onnxruntime in this process
+gives the ceiling for batches of 256. Writes bench/results/serve_http.json.
 
-    python -m bench.serve_http [--seconds 5] [--threads 8]
+    python -m bench.serve_http [--seconds 5] [--rounds 3] [--only nnsql,triton,mlserver]
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ import json
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +37,13 @@ import requests
 
 RESULTS = Path(__file__).parent / "results"
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CLIENTS = (1, 8, 32)
-BATCH_ROWS = 256  # rows per request in the batched-throughput measurement
+VENVS = REPO_ROOT / "build" / "bench-venvs"
+PEERS = Path(__file__).parent / "peers"
+BATCH_ROWS = 256
+PEER_PACKAGES = {
+    "triton": ("/usr/bin/python3.11", ["nvidia-pytriton==0.7.0", "onnxruntime==1.30.0"]),
+    "mlserver": (sys.executable, ["mlserver==1.7.1", "uvloop==0.21.0", "onnxruntime==1.30.0"]),
+}
 LUA = """wrk.method = "POST"
 local file = io.open("{body}", "rb")
 wrk.body = file:read("*a")
@@ -39,10 +53,51 @@ wrk.headers["Content-Type"] = "{content_type}"
 """
 
 
+@dataclass
+class Load:
+    name: str
+    body: Path
+    content_type: str
+    connections: int
+    rows: int
+    extra: str = ""  # Lua: extra headers
+
+
+@dataclass
+class Contender:
+    name: str
+    command: list[str]
+    port: int
+    binary: bool  # takes the binary tensor extension
+    cwd: Path = REPO_ROOT
+    process: subprocess.Popen | None = None
+    figures: dict[str, list[dict]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v2/models/mnist/infer"
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def ensure_venv(name: str) -> Path:
+    """The peer's virtual environment under build/bench-venvs, made and filled once."""
+    python, packages = PEER_PACKAGES[name]
+    venv = VENVS / name
+    stamp = venv / ".installed"
+    if stamp.exists() and stamp.read_text() == " ".join(packages):
+        return venv / "bin"
+    print(f"installing {', '.join(packages)} into {venv} (once)", flush=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, *packages], check=True)
+    stamp.write_text(" ".join(packages))
+    return venv / "bin"
 
 
 def build_repository(directory: Path) -> Path:
@@ -56,6 +111,91 @@ def build_repository(directory: Path) -> Path:
     build_model(784, 10, 1e-3).save(model_path)
     export(model_path, directory / "repo", "mnist", 50, 1e-5)
     return directory / "repo"
+
+
+def contenders(names: list[str], repo: Path, scratch: Path, serve_args: list[str]) -> list[Contender]:
+    model = repo / "mnist" / "1" / "model.onnx"
+    made = []
+    for name in names:
+        port = free_port()
+        if name == "nnsql":
+            command = [
+                sys.executable,
+                "-m",
+                "serve",
+                "--repo",
+                str(repo),
+                "--port",
+                str(port),
+                "--no-access-log",
+            ]
+            made.append(Contender(name, command, port, binary=True))
+        elif name == "triton":
+            python = ensure_venv("triton") / "python"
+            ports = [str(port), str(free_port()), str(free_port())]
+            made.append(
+                Contender(
+                    name, [str(python), str(PEERS / "pytriton_mnist.py"), str(model), *ports], port, True
+                )
+            )
+        elif name == "mlserver":
+            made.append(mlserver(ensure_venv("mlserver"), model, port, scratch / "mlserver"))
+    return made
+
+
+def mlserver(bin_dir: Path, model: Path, port: int, directory: Path) -> Contender:
+    (directory / "mnist").mkdir(parents=True)
+    shutil.copy(PEERS / "mlserver_onnx.py", directory / "mnist")
+    settings = {"http_port": port, "grpc_port": free_port(), "metrics_port": free_port()}
+    (directory / "settings.json").write_text(json.dumps(settings))
+    model_settings = {
+        "name": "mnist",
+        "implementation": "mlserver_onnx.OnnxRuntime",
+        "parameters": {"uri": str(model)},
+    }
+    (directory / "mnist" / "model-settings.json").write_text(json.dumps(model_settings))
+    return Contender(
+        "mlserver", [str(bin_dir / "mlserver"), "start", str(directory)], port, False, cwd=directory
+    )
+
+
+def start(contender: Contender, log: Path) -> None:
+    with log.open("wb") as output:
+        contender.process = subprocess.Popen(
+            contender.command, cwd=contender.cwd, stdout=output, stderr=subprocess.STDOUT
+        )
+    deadline = time.monotonic() + 180
+    ready = contender.url.replace("/infer", "/ready")
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(ready, timeout=1).ok:
+                return
+        except requests.RequestException:
+            pass
+        if contender.process.poll() is not None:
+            break
+        time.sleep(0.5)
+    raise RuntimeError(f"{contender.name} did not start: see {log}")
+
+
+def stop(contender: Contender) -> None:
+    if contender.process is not None and contender.process.poll() is None:
+        contender.process.terminate()
+        try:
+            contender.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            contender.process.kill()
+            contender.process.wait()
+
+
+def json_body(path: Path, rows: np.ndarray) -> None:
+    tensor = {
+        "name": "features",
+        "shape": list(rows.shape),
+        "datatype": "FP32",
+        "data": rows.ravel().tolist(),
+    }
+    path.write_text(json.dumps({"inputs": [tensor]}))
 
 
 def binary_body(path: Path, rows: np.ndarray) -> str:
@@ -72,160 +212,198 @@ def binary_body(path: Path, rows: np.ndarray) -> str:
     return f'wrk.headers["Inference-Header-Content-Length"] = "{len(header)}"'
 
 
-def payloads(directory: Path) -> dict[str, tuple[Path, str, str]]:
-    """name → (body file, content type, extra Lua): one MNIST row as JSON and as binary."""
-    row = np.random.default_rng(0).random((1, 784), dtype=np.float32)
-    tensor = {"name": "features", "shape": [1, 784], "datatype": "FP32", "data": row.ravel().tolist()}
-    (directory / "json.body").write_text(json.dumps({"inputs": [tensor]}))
-    length = binary_body(directory / "binary.body", row)
-    return {
-        "json": (directory / "json.body", "application/json", ""),
-        "binary": (directory / "binary.body", "application/octet-stream", length),
-    }
+def loads(directory: Path) -> list[Load]:
+    rng = np.random.default_rng(0)
+    row, batch = rng.random((1, 784), dtype=np.float32), rng.random((BATCH_ROWS, 784), dtype=np.float32)
+    json_body(directory / "row.json", row)
+    json_body(directory / "batch.json", batch)
+    length = binary_body(directory / "batch.bin", batch)
+    return [
+        Load("1 row, JSON, 8 conn.", directory / "row.json", "application/json", 8, 1),
+        Load("1 row, JSON, 64 conn.", directory / "row.json", "application/json", 64, 1),
+        Load(
+            f"{BATCH_ROWS} rows, JSON, 8 conn.", directory / "batch.json", "application/json", 8, BATCH_ROWS
+        ),
+        Load(
+            f"{BATCH_ROWS} rows, binary, 8 conn.",
+            directory / "batch.bin",
+            "application/octet-stream",
+            8,
+            BATCH_ROWS,
+            length,
+        ),
+    ]
+
+
+def check_answer(contender: Contender, body: Path, expected: np.ndarray) -> None:
+    """Each server's probabilities for the one-row body agree with raw onnxruntime (float32: 1e-5)."""
+    answer = requests.post(
+        contender.url, data=body.read_bytes(), headers={"Content-Type": "application/json"}
+    )
+    answer.raise_for_status()
+    got = np.array(answer.json()["outputs"][0]["data"], dtype=np.float32).reshape(expected.shape)
+    if np.abs(got - expected).max() > 1e-5:
+        raise RuntimeError(f"{contender.name} answers other probabilities than onnxruntime")
 
 
 def found(pattern: str, text: str) -> str:
-    """The first group of `pattern` in wrk's output; a clear error when wrk printed something else."""
     match = re.search(pattern, text, re.MULTILINE)
     if match is None:
         raise RuntimeError(f"wrk's output has no {pattern!r}: {text[:200]!r}")
     return match[1]
 
 
-def parse_wrk(output: str) -> dict:
-    def millis(text: str) -> float:
-        value, unit = found(r"^([\d.]+)(?:us|ms|s)$", text), found(r"^[\d.]+(us|ms|s)$", text)
-        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+def millis(text: str) -> float:
+    value, unit = float(found(r"^([\d.]+)", text)), found(r"(us|ms|s)$", text)
+    return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
-    rate = float(found(r"Requests/sec:\s+([\d.]+)", output))
-    p50 = millis(found(r"^\s+50%\s+(\S+)", output))
-    p99 = millis(found(r"^\s+99%\s+(\S+)", output))
+
+def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     return {
-        "requests_per_second": round(rate, 1),
-        "p50_ms": p50,
-        "p99_ms": p99,
+        "requests_per_second": float(found(r"Requests/sec:\s+([\d.]+)", output)),
+        "p50_ms": millis(found(r"^\s+50%\s+(\S+)", output)),
+        "p99_ms": millis(found(r"^\s+99%\s+(\S+)", output)),
         "errors": int(errors[1]) if errors else 0,
     }
 
 
-def run_wrk(url: str, script: Path, clients: int, seconds: int) -> dict:
-    threads = min(clients, 2)
-    command = ["wrk", f"-t{threads}", f"-c{clients}", f"-d{seconds}s", "--latency", "-s", str(script), url]
-    return parse_wrk(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
-
-
-def raw_ceiling(repo: Path, seconds: float) -> dict:
+def raw_ceiling(model: Path, seconds: float) -> float:
+    """Raw onnxruntime rows per second in batches of 256 (default session options: every core)."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(
-        str(repo / "mnist" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
-    )
-    row = np.random.default_rng(0).random((1, 784), dtype=np.float32)
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     batch = np.random.default_rng(0).random((BATCH_ROWS, 784), dtype=np.float32)
+    calls, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        session.run(None, {"features": batch})
+        calls += 1
+    return BATCH_ROWS * calls / (time.perf_counter() - started)
 
-    def rate(feed: np.ndarray) -> float:
-        calls, started = 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            session.run(None, {"features": feed})
-            calls += 1
-        return calls / (time.perf_counter() - started)
 
-    return {
-        "single_row_calls_per_second": round(rate(row), 1),
-        "batched_rows_per_second": round(BATCH_ROWS * rate(batch), 1),
+def measure(
+    servers: list[Contender], work: list[Load], directory: Path, args: argparse.Namespace, model: Path
+) -> list[float]:
+    """Every load on every server, the servers taking turns (their order rotates each round); raw
+    onnxruntime takes a turn too in each round of the binary batches. Returns raw rows/s per round."""
+    raw: list[float] = []
+    for load in work:
+        script = directory / f"{abs(hash(load.name))}.lua"
+        script.write_text(LUA.format(body=load.body, content_type=load.content_type, extra=load.extra))
+        for round_index in range(args.rounds):
+            turn = servers[round_index % len(servers) :] + servers[: round_index % len(servers)]
+            for server in turn:
+                if load.content_type == "application/octet-stream" and not server.binary:
+                    continue
+                figures = run_wrk(server.url, script, load.connections, args.seconds)
+                figures["rows_per_second"] = figures["requests_per_second"] * load.rows
+                server.figures.setdefault(load.name, []).append(figures)
+                print(
+                    f"  {load.name:<26} {server.name:<9} {figures['requests_per_second']:>9,.0f} req/s "
+                    f"p99 {figures['p99_ms']:>7.1f} ms  errors {figures['errors']}",
+                    flush=True,
+                )
+            if load.content_type == "application/octet-stream":
+                raw.append(raw_ceiling(model, args.seconds))
+                print(f"  {load.name:<26} {'raw ORT':<9} {raw[-1]:>9,.0f} rows/s", flush=True)
+    return raw
+
+
+def median(server: Contender, load: str, key: str) -> float | None:
+    runs = server.figures.get(load)
+    return statistics.median(run[key] for run in runs) if runs else None
+
+
+def spread(server: Contender, load: str, key: str) -> str:
+    runs = server.figures.get(load)
+    if not runs:
+        return "–"
+    low, high = min(run[key] for run in runs), max(run[key] for run in runs)
+    form = "{:,.0f}" if key != "p99_ms" else "{:.1f}"
+    return form.format(low) if round(low) == round(high) else f"{form.format(low)}–{form.format(high)}"
+
+
+def print_ratios(ours: Contender, by_name: dict[str, Contender], work: list[Load], ceiling: float) -> None:
+    """Ratios of medians: nnsql to each peer (throughput, and p99 side by side), and to raw onnxruntime."""
+    for load in work:
+        mine = median(ours, load.name, "requests_per_second") or 0.0
+        for peer in ("triton", "mlserver"):
+            theirs = by_name.get(peer)
+            other = median(theirs, load.name, "requests_per_second") if theirs else None
+            if mine and other and theirs:
+                p99 = (median(ours, load.name, "p99_ms") or 0.0, median(theirs, load.name, "p99_ms") or 0.0)
+                print(
+                    f"{load.name}: nnsql / {peer} = {mine / other:.2f}; p99 {p99[0]:.1f} vs {p99[1]:.1f} ms"
+                )
+        if load.rows > 1 and load.content_type == "application/octet-stream":
+            print(
+                f"{load.name}: nnsql rows/s / raw onnxruntime = {mine * load.rows / ceiling:.2f} (goal ≥ 0.5)"
+            )
+
+
+def report(servers: list[Contender], work: list[Load], raw: list[float], args: argparse.Namespace) -> None:
+    ceiling = statistics.median(raw) if raw else float("nan")
+    by_name = {server.name: server for server in servers}
+    print(f"\nrounds: {args.rounds} × {args.seconds} s per load and server; ranges over rounds")
+    print("| load | " + " | ".join(f"{s.name} req/s (p99 ms)" for s in servers) + " |")
+    print("|---|" + "---|" * len(servers))
+    for load in work:
+        cells = [
+            f"{spread(s, load.name, 'requests_per_second')} ({spread(s, load.name, 'p99_ms')})"
+            for s in servers
+        ]
+        print(f"| {load.name} | " + " | ".join(cells) + " |")
+    if raw:
+        print(f"raw onnxruntime, batches of {BATCH_ROWS}: {min(raw):,.0f}–{max(raw):,.0f} rows/s")
+    ours = by_name.get("nnsql")
+    if ours is not None:
+        print_ratios(ours, by_name, work, ceiling)
+    RESULTS.mkdir(exist_ok=True)
+    document = {
+        "settings": vars(args),
+        "raw_onnxruntime_rows_per_second": raw,
+        "figures": {server.name: server.figures for server in servers},
     }
-
-
-def start_server(repo: Path, port: int, args: argparse.Namespace) -> subprocess.Popen:
-    command = [sys.executable, "-m", "serve", "--repo", str(repo), "--port", str(port)]
-    command += ["--threads", str(args.threads)]
-    command += ["--max-batch-delay-ms", str(args.max_batch_delay_ms)]
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).ok:
-                return process
-        except requests.ConnectionError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the server did not start")
+    (RESULTS / "serve_http.json").write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {RESULTS / 'serve_http.json'}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serve_http", description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5, help="per measurement")
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--max-batch-delay-ms", type=float, default=0.0)
+    parser.add_argument("--seconds", type=int, default=5, help="per run of wrk")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="nnsql,triton,mlserver", help="servers to run, comma-separated")
+    parser.add_argument(
+        "--serve-args", default="", help="extra arguments for python -m serve, e.g. '--threads 8'"
+    )
     args = parser.parse_args(argv)
     if not shutil.which("wrk"):
         print("error: wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
+    names = [name.strip() for name in args.only.split(",") if name.strip()]
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         repo = build_repository(directory)
-        ceiling = raw_ceiling(repo, args.seconds)
-        port = free_port()
-        server = start_server(repo, port, args)
-        url = f"http://127.0.0.1:{port}/v2/models/mnist/infer"
-        results: dict[str, dict] = {}
+        work = loads(directory)
+        model = repo / "mnist" / "1" / "model.onnx"
+        servers = contenders(names, repo, directory, args.serve_args.split())
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(model))
+        row = np.array(json.loads((directory / "row.json").read_text())["inputs"][0]["data"], np.float32)
+        expected = session.run(None, {"features": row.reshape(1, 784)})[0]
         try:
-            for name, (body, content_type, extra) in payloads(directory).items():
-                script = directory / f"{name}.lua"
-                script.write_text(LUA.format(body=body, content_type=content_type, extra=extra))
-                for clients in CLIENTS:
-                    results[f"{name}_{clients}_clients"] = run_wrk(url, script, clients, args.seconds)
-            rows = np.random.default_rng(1).random((BATCH_ROWS, 784), dtype=np.float32)
-            extra = binary_body(directory / "batch.body", rows)
-            script = directory / "batch.lua"
-            body = directory / "batch.body"
-            script.write_text(LUA.format(body=body, content_type="application/octet-stream", extra=extra))
-            batched = run_wrk(url, script, 8, args.seconds)
-            batched["rows_per_second"] = round(batched["requests_per_second"] * BATCH_ROWS, 1)
-            results[f"binary_{BATCH_ROWS}_rows_8_clients"] = batched
+            for server in servers:
+                start(server, directory / f"{server.name}.log")
+                check_answer(server, directory / "row.json", expected)
+            raw = measure(servers, work, directory, args, model)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
-    report(results, ceiling, args)
+            for server in servers:
+                stop(server)
+    report(servers, work, raw, args)
     return 0
-
-
-def report(results: dict, ceiling: dict, args: argparse.Namespace) -> None:
-    single = ceiling["single_row_calls_per_second"]
-    print(
-        f"raw onnxruntime: {single:,.0f} single-row calls/s, "
-        f"{ceiling['batched_rows_per_second']:,.0f} rows/s in batches of {BATCH_ROWS}"
-    )
-    print(f"server: waitress, one process × {args.threads} threads; load: wrk, {args.seconds}s each")
-    print(
-        f"{'payload/clients':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'ceiling/server':>16}{'errors':>8}"
-    )
-    for name, figures in results.items():
-        # single-row payloads against raw single-row calls; batched ones against raw batched rows
-        if "rows_per_second" in figures:
-            ratio = ceiling["batched_rows_per_second"] / figures["rows_per_second"]
-        else:
-            ratio = ceiling["single_row_calls_per_second"] / figures["requests_per_second"]
-        print(
-            f"{name:<22}{figures['requests_per_second']:>10,.0f}{figures['p50_ms']:>9.2f}{figures['p99_ms']:>9.2f}"
-            f"{ratio:>16.1f}{figures['errors']:>8}"
-        )
-    at8 = results["json_8_clients"]
-    print(
-        f"goal at 8 clients (JSON): ≥1,500 req/s → {at8['requests_per_second']:,.0f}; "
-        f"p99 ≤10 ms → {at8['p99_ms']:.2f} ms"
-    )
-    batched = results[f"binary_{BATCH_ROWS}_rows_8_clients"]
-    print(
-        f"batched: {batched['rows_per_second']:,.0f} rows/s served vs "
-        f"{ceiling['batched_rows_per_second']:,.0f} raw "
-        f"(goal: within 2×, i.e. ratio ≤ 2)"
-    )
-    RESULTS.mkdir(exist_ok=True)
-    document = {"ceiling": ceiling, "results": results, "settings": vars(args)}
-    (RESULTS / "serve_http.json").write_text(json.dumps(document, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'serve_http.json'}")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,25 @@
-"""`python -m serve`: serve a model repository with waitress and the Flask app.
+"""`python -m serve`: serve a model repository on every core.
 
-waitress reads every request whole (headers and body) in its asynchronous loop, and only then hands it to
-one of `--threads` threads; a client that sends slowly, or stops half way, holds a connection slot until
-`--client-timeout`, never a thread. One process: its threads share the loaded models, the batcher and the
-metrics (so /metrics never goes backwards), and onnxruntime uses the cores for the model itself.
+The master checks the arguments, binds the port, and starts `--workers` worker processes
+(serve/worker.py) that share the listening socket; each reads requests whole in its own event loop
+(serve/server.py) and runs the Flask app (serve/app.py) in its threads. The master restarts a worker
+that dies, keeps the workers' model repositories in step (serve/coordination.py) and, on Ctrl-C or
+SIGTERM, stops them. It imports neither Flask nor onnxruntime: workers are started, not forked.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
+
+from serve.master import Master, StartError, check_start
+
+
+def default_workers() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -22,14 +30,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "TF Serving REST, with a page for any model at /. New versions are picked up without a restart.",
     )
     parser.add_argument("--repo", type=Path, default=Path("model_repository"), help="model repository")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument(
         "--grpc-port",
         type=int,
         help="also serve the KServe V2 gRPC protocol (and Triton's extensions) on this port, e.g. 8001",
     )
-    parser.add_argument("--threads", type=int, default=8, help="threads that run requests (default 8)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        help=f"worker processes sharing the port (default: the cores available, {default_workers()})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="threads per worker that run requests (default 2; 0: on the event loop itself)",
+    )
     parser.add_argument("--max-batch-size", type=int, default=32, help="rows merged into one session.run")
     parser.add_argument(
         "--max-batch-delay-ms",
@@ -42,19 +61,65 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-body-mb", type=float, default=64, help="largest request body in MiB (413 above; default 64)"
     )
     parser.add_argument(
+        "--max-buffered-mb",
+        type=float,
+        default=512,
+        help="request bodies held in memory at once, per worker, in MiB (503 above; default 512)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30,
+        help="seconds a client has to send a whole request, headers and body (default 30)",
+    )
+    parser.add_argument(
         "--client-timeout",
         type=float,
         default=30,
-        help="seconds a connection may stay silent, mid-request or idle, before it is closed (default 30)",
+        help="seconds a kept-alive connection may wait for its next request (default 30)",
     )
     parser.add_argument(
-        "--max-connections", type=int, default=1000, help="open connections at once (default 1000)"
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="open connections per worker; at the cap the oldest idle or slow one is closed (default 1000)",
+    )
+    parser.add_argument(
+        "--max-client-connections",
+        type=int,
+        default=64,
+        help="open connections per client address and worker (default 64; raise it behind a proxy)",
     )
     parser.add_argument(
         "--poll-seconds", type=float, default=1.0, help="how often the repository is rescanned"
     )
     parser.add_argument("--api-key-file", help="require one of the keys in this file (one per line)")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host names served besides IP addresses, localhost and --host "
+        "(.example.com: the domain and its subdomains; *: any)",
+    )
+    parser.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated browser origins (https://app.example) that may call the API, with CORS; "
+        "*: any. The scorer's own page is always allowed",
+    )
+    parser.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="log every request as a JSON line on stderr (default on)",
+    )
+    args = parser.parse_args(argv)
+    if args.workers < 1 or args.threads < 0:
+        parser.error("--workers must be at least 1 and --threads at least 0")
+    return args
+
+
+def split(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def app_config(args: argparse.Namespace) -> dict:
@@ -65,72 +130,46 @@ def app_config(args: argparse.Namespace) -> dict:
         "MAX_REQUEST_ROWS": args.max_request_rows,
         "POLL_SECONDS": args.poll_seconds,
         "API_KEY_FILE": args.api_key_file,
+        "LISTEN_HOST": args.host,
+        "ALLOWED_HOSTS": split(args.allowed_hosts),
+        "ALLOWED_ORIGINS": split(args.allowed_origins),
+    }
+
+
+def grpc_settings(args: argparse.Namespace) -> dict | None:
+    """What each worker needs to start its gRPC server (serve/rpc/server.py), if --grpc-port is given."""
+    if args.grpc_port is None:
+        return None
+    return {
+        "host": args.host,
+        "port": args.grpc_port,
+        "threads": max(2, args.threads),
+        "max_message_bytes": int(args.max_body_mb * 1024 * 1024),
+        "max_concurrent_calls": args.max_connections,
+    }
+
+
+def limits(args: argparse.Namespace) -> dict:
+    return {
+        "max_connections": args.max_connections,
+        "max_client_connections": args.max_client_connections,
+        "request_timeout": args.request_timeout,
+        "idle_timeout": args.client_timeout,
+        "max_body": int(args.max_body_mb * (1 << 20)),
+        "max_buffered": int(args.max_buffered_mb * (1 << 20)),
+        "threads": args.threads,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not args.repo.is_dir():
-        print(
-            f"error: model repository {args.repo} does not exist (python -m export.onnx writes one)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.api_key_file and not Path(args.api_key_file).is_file():
-        print(f"error: API key file {args.api_key_file} not found", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from waitress.server import create_server
-
-    from serve.app import create_app
-
     try:
-        app = create_app(app_config(args))
-    except ValueError as error:  # an unusable API key file
+        listener = check_start(args)
+    except StartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    server = create_server(
-        app,
-        host=args.host,
-        port=args.port,
-        threads=args.threads,
-        connection_limit=args.max_connections,
-        channel_timeout=args.client_timeout,
-        cleanup_interval=max(1, int(args.client_timeout / 3)),
-        max_request_body_size=int(args.max_body_mb * 1024 * 1024),
-        asyncore_use_poll=True,  # select() stops at 1024 descriptors
-        ident="nnsql",
-    )
-    stop_grpc = None
-    if args.grpc_port is not None:
-        from serve.rpc.server import grpc_service
-
-        start_grpc = grpc_service(
-            args.host,
-            args.grpc_port,
-            threads=args.threads,
-            max_message_bytes=int(args.max_body_mb * 1024 * 1024),
-            max_concurrent_calls=args.max_connections,
-        )
-        try:
-            stop_grpc = start_grpc(app)
-        except OSError as error:
-            server.close()
-            app.extensions["repository"].close()
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        print(f"serving gRPC (KServe V2) on {args.host}:{args.grpc_port}")
-    print(f"serving {args.repo} on http://{args.host}:{server.effective_port}/ with {args.threads} threads")
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if stop_grpc is not None:
-            stop_grpc()
-        server.close()
-        app.extensions["repository"].close()
-    return 0
+    master = Master(listener, args, app_config(args), limits(args), grpc_settings(args))
+    return master.run()
 
 
 if __name__ == "__main__":

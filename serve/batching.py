@@ -37,11 +37,13 @@ class Batcher:
         *,
         name: str = "model",
         on_batch: Callable[[int], None] | None = None,
+        on_queue: Callable[[int], None] | None = None,
     ) -> None:
         self.run = run
         self.max_batch = max(1, max_batch)
         self.delay = max(0.0, delay_ms) / 1000.0
         self.on_batch = on_batch or (lambda rows: None)
+        self.on_queue = on_queue or (lambda change: None)  # requests joined (+) or left (-) the queue
         self.queue: queue.Queue[Pending] = queue.Queue()
         self.closed = threading.Event()
         self.carried: Pending | None = None  # taken from the queue but left for the next batch
@@ -58,6 +60,7 @@ class Batcher:
             self.on_batch(rows)
             return self.run(feeds)
         pending = Pending(feeds, rows)
+        self.on_queue(1)
         self.queue.put(pending)
         deadline = time.monotonic() + timeout
         while not pending.done.wait(0.1):
@@ -106,6 +109,7 @@ class Batcher:
                 self._run(batch)
 
     def _run(self, batch: list[Pending]) -> None:
+        self.on_queue(-len(batch))
         try:
             names = list(batch[0].feeds)
             merged = {name: np.concatenate([p.feeds[name] for p in batch]) for name in names}

@@ -5,9 +5,9 @@ from __future__ import annotations
 MAX_MESSAGE = 300  # characters: client text echoed in an error is cut here
 
 
-def capped(message: str) -> str:
+def capped(message: str, limit: int = MAX_MESSAGE) -> str:
     """A message with whatever a client sent cut short: an error never echoes megabytes back."""
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 class ScoringError(Exception):

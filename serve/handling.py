@@ -28,9 +28,13 @@ def metrics() -> Metrics:
     return current_app.extensions["metrics"]
 
 
+def body_limit(model: LoadedModel, max_rows: int) -> int:
+    """The largest body a request for `model` may send: `max_rows` rows in JSON."""
+    return max_rows * model.row_size() * BYTES_PER_JSON_VALUE + 64 * 1024
+
+
 def request_limit(model: LoadedModel) -> int:
-    rows = int(current_app.config["MAX_REQUEST_ROWS"])
-    return rows * model.row_size() * BYTES_PER_JSON_VALUE + 64 * 1024
+    return body_limit(model, int(current_app.config["MAX_REQUEST_ROWS"]))
 
 
 def too_large(model: LoadedModel) -> ScoringError:
@@ -53,22 +57,29 @@ def read_body(model: LoadedModel) -> bytes:
     return body
 
 
-def max_lists(model: LoadedModel) -> int:
-    """The most JSON lists a request within the row limit can need: per row, one per input and one per
-    step of its inner dimensions (a (801, 19) input nests 801 lists in each row), plus a few wrappers."""
-    per_row = sum(1 + math.prod(bounded(spec["shape"][1:-1])) for spec in model.inputs)
-    return int(current_app.config["MAX_REQUEST_ROWS"]) * per_row + 64
+def max_values(model: LoadedModel) -> int:
+    """The most JSON values a request within the row limit can hold: per row, every number of every
+    input and one list per input and per step of its inner dimensions (a (801, 19) input nests 801 lists
+    in each row), plus a few thousand for names, shapes, parameters and wrappers."""
+    lists = sum(1 + math.prod(bounded(spec["shape"][1:-1])) for spec in model.inputs)
+    return int(current_app.config["MAX_REQUEST_ROWS"]) * (model.row_size() + lists) + 4096
 
 
 def read_json(model: LoadedModel) -> Any:
-    """The request body parsed as JSON, after the size and structure checks."""
-    return load_json(read_body(model), max_lists(model))
+    """The request body parsed as JSON, after the size checks (serve.jsonbody)."""
+    return load_json(read_body(model), max_values(model))
+
+
+# Content-Types a JSON body may come with: curl -d sends the form type, and TF Serving reads the body as
+# JSON whatever the header says. Browsers cannot use this to score from a foreign page: serve.gate refuses
+# a foreign Origin.
+JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded")
 
 
 def require_json() -> None:
     kind = (request.mimetype or "").lower()
-    if kind != "application/json":
-        raise ScoringError(f"unsupported Content-Type {kind or '(none)'!r}: send application/json", 415)
+    if kind not in JSON_TYPES:
+        raise ScoringError(f"unsupported Content-Type {kind!r}: send application/json", 415)
 
 
 def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> dict[str, np.ndarray]:

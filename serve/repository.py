@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +21,8 @@ import numpy as np
 import onnxruntime
 
 from serve.batching import Batcher
-from serve.errors import ScoringError, not_found
-from serve.extensions.control import RepositoryControl
+from serve.coordination import Scanner, read_json, read_plan, stamp_of, version_number, write_json
+from serve.errors import ScoringError, capped, not_found
 from serve.validation import InvalidVersion, bounded, check_version
 
 LOG = logging.getLogger("serve.repository")
@@ -69,7 +71,7 @@ class LoadedModel:
         return outputs
 
 
-BatchObserver = Callable[[str, int], None]
+BatchObserver = Callable[[str, int], None]  # (name, rows) for a batch run; (name/version, ±n) for a queue
 
 
 def load_version(
@@ -80,6 +82,7 @@ def load_version(
     delay_ms: float,
     observe: BatchObserver,
     observe_run: RunObserver | None = None,
+    queue_changed: BatchObserver | None = None,
 ) -> LoadedModel:
     """The version loaded and checked (serve.validation); InvalidVersion or the loader's error otherwise."""
     try:
@@ -92,23 +95,23 @@ def load_version(
         str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
     model = LoadedModel(name, version, check_version(metadata, session), session, on_run=observe_run)
+    label = f"{name}/{version}"
     model.batcher = Batcher(
-        model.run, max_batch, delay_ms, name=f"{name}/{version}", on_batch=lambda rows: observe(name, rows)
+        model.run,
+        max_batch,
+        delay_ms,
+        name=label,
+        on_batch=lambda rows: observe(name, rows),
+        on_queue=(lambda change: queue_changed(label, change)) if queue_changed else None,
     )
     return model
 
 
-def stamp_of(path: Path) -> tuple:
-    """What changes when a version directory's files are replaced: their names and modification times."""
-    try:
-        if path.is_dir():
-            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
-        return (path.stat().st_mtime_ns,)
-    except OSError:
-        return ()
-
-
 class ModelRepository:
+    """Loaded versions by model name. By itself (an app made in a test) it rescans `root`; under
+    `python -m serve` (`state` given: the run directory's repository/ folder) it follows the master's
+    plan and commits instead (serve/coordination.py), so every worker switches at the same moment."""
+
     def __init__(
         self,
         root: Path,
@@ -118,172 +121,219 @@ class ModelRepository:
         poll_seconds: float = 1.0,
         observe_batch: BatchObserver | None = None,
         observe_run: RunObserver | None = None,
-        control: RepositoryControl | None = None,
+        queue_changed: BatchObserver | None = None,
+        state: Path | None = None,
+        worker: int = 0,
     ) -> None:
         self.root = Path(root)
         self.observe_run = observe_run
-        self.control = control or RepositoryControl()
-        self._unloaded: frozenset[str] = frozenset()  # the control's unloaded models at the last scan
         self.observe_batch = observe_batch or (lambda name, rows: None)
+        self.queue_changed = queue_changed
         self.max_batch = max_batch
         self.delay_ms = delay_ms
         self.poll_seconds = poll_seconds
+        self.state = state
+        self.worker = worker
         self.models: dict[str, dict[int, LoadedModel]] = {}
         self.ready = False
+        self.scanner = Scanner(self.root)
+        self.loaded: dict[tuple[str, int], LoadedModel] = {}  # served, or loaded for the next switch
+        self.failures: dict[tuple[str, int], str] = {}
+        self.unloaded: set[str] = set()
+        self.commit: dict = {}  # the last commit applied (following the master)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
-
-    def say_once(self, path: Path, level: int, message: str) -> None:
-        """Log about a path once per change of the path, not on every scan."""
-        if self._said.get(path) != (message, stamp_of(path)):
-            self._said[path] = (message, stamp_of(path))
-            LOG.log(level, "%s", message)
-
-    def version_numbers(self, model_dir: Path) -> set[int]:
-        """Directories named by a plain number that hold both files; anything else is noted once."""
-        numbers = set()
-        for entry in model_dir.iterdir():
-            if not (entry.name.isascii() and entry.name.isdigit()):
-                self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
-            elif (entry / "metadata.json").exists() and (entry / "model.onnx").exists():
-                numbers.add(int(entry.name))
-        return numbers
-
-    def present(self) -> dict[str, set[int]]:
-        """Every model directory and its version numbers, unloaded models included."""
-        if not self.root.is_dir():
-            return {}
-        models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        return {model_dir.name: self.version_numbers(model_dir) for model_dir in models}
 
     def try_load(self, name: str, number: int) -> LoadedModel | None:
         """The version, or None when it is broken; a broken version is tried again only once it changes."""
         directory = self.root / name / str(number)
-        said = self._said.get(directory)
+        said = self.scanner.said.get(directory)
         if said is not None and said[1] == stamp_of(directory):
             return None
         try:
             model = load_version(
-                directory, name, number, self.max_batch, self.delay_ms, self.observe_batch, self.observe_run
+                directory,
+                name,
+                number,
+                self.max_batch,
+                self.delay_ms,
+                self.observe_batch,
+                observe_run=self.observe_run,
+                queue_changed=self.queue_changed,
             )
         except Exception as error:  # a broken version must not stop the others
-            self.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
+            self.failures[(name, number)] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            self.scanner.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
             return None
-        self._said.pop(directory, None)
+        self.failures.pop((name, number), None)
+        self.scanner.said.pop(directory, None)
         LOG.info("loaded %s version %d", name, number)
         return model
 
-    def scan(self) -> None:
-        """Load what appeared, drop what disappeared; swap the whole dict at once."""
-        with self._lock:
-            self._unloaded = self.control.unloaded()
-            current = {name: dict(found) for name, found in self.models.items()}
-            updated: dict[str, dict[int, LoadedModel]] = {}
-            for name, numbers in self.present().items():
-                if name in self._unloaded:
-                    continue
-                versions = {n: m for n, m in current.get(name, {}).items() if n in numbers}
-                for number in sorted(numbers - versions.keys()):
-                    loaded = self.try_load(name, number)
-                    if loaded is not None:
-                        versions[number] = loaded
-                if versions:
-                    updated[name] = versions
-            for name, versions in current.items():
-                for number, model in versions.items():
-                    if number not in updated.get(name, {}) and model.batcher:
-                        model.batcher.close()
-            self.models = updated
-            self.ready = True
+    def stage(self, wanted: dict[str, set[int]]) -> None:
+        """Load every wanted version not loaded yet (not served before switch)."""
+        for name, numbers in wanted.items():
+            for number in sorted(numbers):
+                if (name, number) not in self.loaded:
+                    model = self.try_load(name, number)
+                    if model is not None:
+                        self.loaded[(name, number)] = model
 
-    def start(self) -> ModelRepository:
-        self.scan()
-        if self.poll_seconds > 0:
+    def switch(self, served: dict[str, set[int]], keep: Collection[tuple[str, int]] = ()) -> None:
+        """Serve exactly `served` (of what is loaded), at once; unload what is neither served nor kept."""
+        models: dict[str, dict[int, LoadedModel]] = {}
+        for name, numbers in served.items():
+            versions = {n: self.loaded[(name, n)] for n in numbers if (name, n) in self.loaded}
+            if versions:
+                models[name] = versions
+        self.models = models
+        for key in list(self.loaded):
+            if key[1] not in served.get(key[0], set()) and key not in keep:
+                model = self.loaded.pop(key)
+                if model.batcher:
+                    model.batcher.close()
+        self.ready = True
+
+    def scan(self) -> None:
+        """By itself: load what appeared, drop what disappeared; swap the whole dict at once."""
+        with self._lock:
+            wanted = {n: v for n, v in self.scanner.present().items() if n not in self.unloaded}
+            self.stage(wanted)
+            self.switch(wanted)
+
+    def follow(self) -> None:
+        """Following the master: load the latest plan and say so; switch to the latest commit."""
+        assert self.state is not None
+        plan = read_json(self.state / "plan.json")
+        commit = read_json(self.state / "commit.json")
+        if commit and commit["generation"] != self.commit.get("generation"):
+            served = {name: set(versions) for name, versions in commit["models"].items()}
+            self.stage(served)
+            planned = read_plan(plan) if plan else {}
+            keep = {(name, v) for name, versions in planned.items() for v in versions}
+            self.switch(served, keep)
+            self.commit = commit
+        if plan and plan["generation"] != self.acked:
+            wanted = {name: set(versions) for name, versions in read_plan(plan).items()}
+            self.stage(wanted)
+            failed = {f"{n}/{v}": why for (n, v), why in self.failures.items() if v in wanted.get(n, set())}
+            write_json(
+                self.state / f"ack-{self.worker}.json", {"generation": plan["generation"], "failed": failed}
+            )
+            self.acked = plan["generation"]
+
+    acked: int | None = None
+
+    def start(self, wait_seconds: float = 600.0) -> ModelRepository:
+        """Load and serve (following the master: once its first commit is in), then keep current."""
+        if self.state is None:
+            self.scan()
+        else:
+            deadline = time.monotonic() + wait_seconds
+            while not self.ready and time.monotonic() < deadline:
+                self.follow()
+                time.sleep(0.02)
+        if self.poll_seconds > 0 or self.state is not None:
             self._thread = threading.Thread(target=self._poll, name="repository-poll", daemon=True)
             self._thread.start()
         return self
 
     def _poll(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        interval = 0.02 if self.state is not None else self.poll_seconds
+        while not self._stop.wait(interval):
             try:
-                self.scan()
+                self.follow() if self.state is not None else self.scan()
             except Exception as error:  # keep serving what is loaded
                 LOG.error("repository scan failed: %s", error)
 
-    def close(self) -> None:
-        self._stop.set()
-        for versions in self.models.values():
-            for model in versions.values():
-                if model.batcher:
-                    model.batcher.close()
+    def load(self, name: str, timeout: float = 60.0) -> None:
+        """Serve `name` again (after unload) in every worker, or say why not (ScoringError)."""
+        self.control("load", name, timeout)
 
-    def sync(self) -> None:
-        """Rescan now if a model was loaded or unloaded (by any worker) since the last scan."""
-        if self.control.unloaded() != self._unloaded:
+    def unload(self, name: str, timeout: float = 60.0) -> None:
+        """Stop serving `name` in every worker until it is loaded again (rescans do not bring it back)."""
+        self.control("unload", name, timeout)
+
+    def control(self, action: str, name: str, timeout: float) -> None:
+        if self.state is None:
+            present = self.scanner.present()
+            if name not in present:
+                raise not_found(f"no model {name!r} in the repository; models: {sorted(present)}")
+            (self.unloaded.add if action == "unload" else self.unloaded.discard)(name)
+            if action == "load":  # broken versions are tried again
+                for number in present[name]:
+                    self.scanner.said.pop(self.root / name / str(number), None)
             self.scan()
+            if action == "load" and name not in self.models:
+                raise ScoringError(f"failed to load {name!r}: {self.failure_of(name)}", 400)
+            return
+        answer = self.ask_master({"action": action, "model": name}, timeout)
+        if not answer.get("ok"):
+            raise ScoringError(str(answer.get("message")), int(answer.get("status", 400)))
+        deadline = time.monotonic() + timeout  # the answer is given on commit: wait until this worker has it
+        while self.commit.get("generation", 0) < answer["generation"] and time.monotonic() < deadline:
+            time.sleep(0.01)
 
-    # The model repository extension (Triton's explicit model control, over a repository also polled)
+    def ask_master(self, request: dict, timeout: float) -> dict:
+        assert self.state is not None
+        request_id = f"{os.getpid()}-{uuid.uuid4().hex}"
+        write_json(self.state / "control" / f"{request_id}.json", request)
+        done = self.state / "control" / f"{request_id}.done.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = read_json(done)
+            if answer is not None:
+                done.unlink(missing_ok=True)
+                return answer
+            time.sleep(0.01)
+        raise ScoringError(f"{request['action']} of {request['model']} did not finish in {timeout:g} s", 503)
+
+    def failure_of(self, name: str) -> str:
+        reasons = [f"version {v}: {why}" for (n, v), why in sorted(self.failures.items()) if n == name]
+        return "; ".join(reasons) or NO_VERSION
 
     def index(self) -> list[dict]:
-        """One entry per version on disk, READY or UNAVAILABLE with the reason (Triton's index form)."""
-        self.sync()
-        unloaded = self.control.unloaded()
+        """Every model of the repository and its versions, with their state (the V2 repository index):
+        READY when served, UNAVAILABLE with the reason otherwise."""
+        unloaded = set(self.commit.get("unloaded", [])) if self.state is not None else self.unloaded
+        failed = (
+            self.commit.get("failed", {})
+            if self.state is not None
+            else {f"{n}/{v}": why for (n, v), why in self.failures.items()}
+        )
         entries = []
-        for name, numbers in self.present().items():
-            loaded = self.models.get(name, {})
+        for name, numbers in self.scanner.present().items():
             if not numbers:
                 entries.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": NO_VERSION})
             for number in sorted(numbers):
-                said = self._said.get(self.root / name / str(number))
-                reason = "unloaded" if name in unloaded else said[0] if said else "not loaded yet"
-                ready = number in loaded
-                entries.append(
-                    {
-                        "name": name,
-                        "version": str(number),
-                        "state": "READY" if ready else "UNAVAILABLE",
-                        "reason": "" if ready else reason,
-                    }
-                )
+                entry = {"name": name, "version": str(number), "state": "READY", "reason": ""}
+                if number not in self.models.get(name, {}):
+                    reason = (
+                        "unloaded" if name in unloaded else failed.get(f"{name}/{number}", "not loaded yet")
+                    )
+                    entry |= {"state": "UNAVAILABLE", "reason": reason}
+                entries.append(entry)
         return entries
 
-    def load(self, name: str, timeout: float = 60.0) -> None:
-        """Serve the model's versions again, retrying broken ones; 400 with the reasons if none loads.
-        (`timeout` is for multi-process servers; here the load happens in this call.)"""
-        self.require_directory(name)
-        self.control.load(name)
-        with self._lock:  # forget failed loads: the scan tries them again
-            for path in [p for p in self._said if p.parent == self.root / name]:
-                del self._said[path]
-        self.scan()
-        if not self.models.get(name):
-            reasons = [entry["reason"] for entry in self.index() if entry["name"] == name]
-            raise ScoringError(f"failed to load {name!r}: {'; '.join(reasons) or NO_VERSION}", 400)
-
-    def unload(self, name: str, timeout: float = 60.0) -> None:
-        """Stop serving every version of the model, in every worker, until it is loaded again."""
-        self.require_directory(name)
-        self.control.unload(name)
-        self.scan()
-
-    def require_directory(self, name: str) -> None:
-        present = self.present()
-        if name not in present:
-            raise not_found(f"no model {name!r} in the repository; models: {sorted(present)}")
+    def close(self) -> None:
+        self._stop.set()
+        for model in self.loaded.values():
+            if model.batcher:
+                model.batcher.close()
 
     def get(self, name: str, version: str | int | None = None) -> LoadedModel:
-        self.sync()
         versions = self.models.get(name)
         if not versions:
             raise not_found(f"unknown model {name!r}; models: {sorted(self.models)}")
         if version in (None, ""):
             return versions[max(versions)]
-        text = str(version)
-        if not (text.isascii() and text.isdigit()) or int(text) not in versions:
-            raise not_found(f"model {name!r} has no version {version!r}; versions: {sorted(versions)}")
-        return versions[int(version)]
+        number = version_number(str(version))
+        if number is None or number not in versions:
+            raise not_found(
+                f"model {name!r} has no version {capped(str(version), 40)!r}; versions: {sorted(versions)}"
+            )
+        return versions[number]
 
     def default(self) -> LoadedModel:
         """For /score without ?model=: 'mnist' if loaded, else the first model taking one 784-value row."""

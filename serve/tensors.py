@@ -4,60 +4,40 @@ expected versus received."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-import orjson
+import simdjson
 
 from serve.errors import bad_request
+from serve.jsonbody import check_values, document, loads
 from serve.repository import LoadedModel
 from serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+JsonList = (list, simdjson.Array)
+JsonObject = (dict, simdjson.Object)
 
 
-def _reject_constant(name: str) -> float:
-    raise bad_request(f"{name} is not a number: NaN and Infinity are rejected")
+def load_json(raw: bytes, max_values: int | None = None) -> Any:
+    """The body parsed by orjson, after the count of its values (serve.jsonbody) when a bound is given."""
+    if max_values is not None:
+        check_values(raw, max_values, "this model")
+    return loads(raw)
 
 
-def check_structure(raw: bytes, max_lists: int) -> None:
-    """Refuse, before parsing, a body with more lists than a tensor of the allowed size can need: a few MB
-    of `[],[],...` would otherwise become hundreds of MB of Python objects."""
-    if raw.count(b"[") > max_lists:
-        raise bad_request(f"the body holds more than {max_lists} lists: that is no tensor this model takes")
-
-
-def load_json(raw: bytes, max_lists: int | None = None) -> Any:
-    """orjson on the hot path; on its refusal the standard parser says precisely what is wrong
-    (NaN and Infinity, which orjson refuses as invalid JSON, are named as such). With `max_lists`, the
-    structure is checked first (check_structure)."""
-    if max_lists is not None:
-        check_structure(raw, max_lists)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise bad_request(
-            f"the body is not valid JSON: {error.msg if hasattr(error, 'msg') else error}"
-        ) from None
-    except RecursionError:
-        raise bad_request("the body is nested too deeply to be a tensor") from None
-
-
-def parameters(item: dict, where: str) -> dict:
+def parameters(item: Any, where: str) -> dict:
     """The optional 'parameters' object of a request, input or output; anything else is a 400."""
+    if "parameters" not in item:  # simdjson's get() of a missing key costs 20 times a membership test
+        return {}
     value = item.get("parameters")
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, JsonObject):
         raise bad_request(f"'parameters' of {where} must be an object")
-    return value
+    return value if isinstance(value, dict) else value.as_dict()
 
 
 def check_numbers(name: str, data: Any) -> None:
@@ -88,17 +68,82 @@ def matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
     )
 
 
-def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndarray:
-    if not isinstance(data, np.ndarray):
+# how simdjson exports a JSON list of numbers for each kind of V2 datatype (its buffer type, numpy's)
+BUFFER_TYPES: dict[str, tuple[Literal["d", "i", "u"], str]] = {
+    "f": ("d", "<f8"),
+    "i": ("i", "<i8"),
+    "u": ("u", "<u8"),
+}
+
+
+def numbers(name: str, data: Any, dtype: np.dtype, booleans: bool) -> np.ndarray:
+    """A JSON list of numbers (nested or flat) as an array of `dtype`, without a Python loop over values:
+    numpy converts Python lists in C, simdjson lists go straight from the parsed text. Strings, booleans
+    and null are refused, as Triton does; `booleans` says whether a list may hold a boolean among numbers
+    (numpy would read it as 1), which is then looked for value by value."""
+    if isinstance(data, simdjson.Array):
+        if dtype.kind not in BUFFER_TYPES:  # BOOL tensors: a small Python list
+            return numbers(name, data.as_list(), dtype, booleans)
+        exported, read_as = BUFFER_TYPES[dtype.kind]
+        try:
+            buffer = np.frombuffer(data.as_buffer(of_type=exported), read_as)
+        except (TypeError, ValueError):  # other values than numbers; integers beyond 64 bits
+            raise bad_request(
+                f"input {name!r}: data must be {dtype_words(dtype)}, received other values"
+            ) from None
+        return fit(name, buffer, dtype)
+    if booleans and dtype.kind != "b":
         check_numbers(name, data)
     try:
-        values = np.asarray(data, dtype=dtype)
+        values = np.asarray(data)
     except (TypeError, ValueError, OverflowError):
-        raise bad_request(f"input {name!r}: data must be numbers of the declared datatype") from None
-    if -1 in shape:  # rows of a variable length: their own shape, checked against the declared one
+        raise bad_request(f"input {name!r}: data must be a regular nesting of numbers") from None
+    if dtype.kind == "b" and values.dtype.kind != "b":
+        raise bad_request(f"input {name!r}: data must be true or false")
+    if dtype.kind != "b" and values.dtype.kind not in "iuf":
+        raise bad_request(f"input {name!r}: data must be numbers, received {values.dtype.name} values")
+    return fit(name, values, dtype)
+
+
+def dtype_words(dtype: np.dtype) -> str:
+    return "numbers" if dtype.kind == "f" else "integers"
+
+
+def fit(name: str, values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`values` as `dtype`: integers out of its range and floats for an integer type are refused, floats
+    beyond the range of a narrower float type are named as such."""
+    if values.dtype == dtype:
+        return values
+    if dtype.kind in "iu":
+        if values.dtype.kind == "f":
+            raise bad_request(f"input {name!r}: data must be integers for datatype {dtype.name}")
+        limits = np.iinfo(dtype)
+        if values.size and (values.min() < limits.min or values.max() > limits.max):
+            raise bad_request(f"input {name!r}: a value is out of the range of {dtype.name}")
+    if dtype.kind == "f" and values.dtype.kind == "f" and values.size:
+        narrowed = values.astype(dtype)
+        if not np.isfinite(narrowed).all() and np.isfinite(values).all():  # JSON holds no NaN: overflow
+            raise bad_request(f"input {name!r}: a value is beyond the range of {dtype.name}")
+        return narrowed
+    return values.astype(dtype)
+
+
+def to_array(
+    name: str, data: Any, dtype: np.dtype, shape: list[int], exact: bool = False, booleans: bool = True
+) -> np.ndarray:
+    """The tensor of `shape` (-1: any length) from JSON data. V2 data may be nested or flat (the
+    request's 'shape' says the shape, as in Triton); with `exact` (TF Serving) the nesting is the shape."""
+    values = data if isinstance(data, np.ndarray) else numbers(name, data, dtype, booleans)
+    if exact or -1 in shape:  # the nesting is the shape: checked against the declared one
         if not matches(values.shape, shape):
+            needed = math.prod(shape)
+            if -1 not in shape and values.size != needed:
+                raise bad_request(
+                    f"input {name!r}: shape {shape} needs {needed} values, received {values.size}"
+                )
             raise bad_request(
-                f"input {name!r}: expected shape {shape} (-1: any length), received {list(values.shape)}"
+                f"input {name!r}: expected shape {shape} (rows, then the input's own shape; -1: any "
+                f"length), received {list(values.shape)}"
             )
         return values
     needed = math.prod(shape)  # Python integers: a huge declared shape cannot overflow
@@ -108,6 +153,8 @@ def to_array(name: str, data: Any, dtype: np.dtype, shape: list[int]) -> np.ndar
 
 
 def check_v2_shape(name: str, spec: dict, shape: Any) -> list[int]:
+    if isinstance(shape, simdjson.Array):
+        shape = shape.as_list() if len(shape) <= 32 else None  # no rank is that large
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise bad_request(f"input {name!r}: shape must be a list of non-negative integers")
     if not matches(shape[1:], spec["shape"][1:]) or shape[0] < 1:
@@ -115,39 +162,19 @@ def check_v2_shape(name: str, spec: dict, shape: Any) -> list[int]:
     return shape
 
 
-def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[str, np.ndarray]:
+def decode_v2_inputs(request: Any, binary: bytes, model: LoadedModel) -> dict[str, np.ndarray]:
+    """The feeds of a V2 request (a dict, or the simdjson document serve.jsonbody parsed)."""
     tensors = request.get("inputs")
-    if not isinstance(tensors, list) or not tensors:
+    if not isinstance(tensors, JsonList) or not tensors:
         raise bad_request("'inputs' must be a non-empty list of tensors")
     parameters(request, "the request")
     feeds: dict[str, np.ndarray] = {}
     offset = 0
     for tensor in tensors:
-        if not isinstance(tensor, dict) or not {"name", "shape", "datatype"} <= tensor.keys():
-            raise bad_request("every input needs 'name', 'shape' and 'datatype'")
-        name = tensor["name"]
-        if not isinstance(name, str):
-            raise bad_request("an input's 'name' must be a string")
-        spec = next((s for s in model.inputs if s["name"] == name), None)
-        if spec is None:
-            raise bad_request(
-                f"model {model.name} has no input {name!r}; inputs: {[s['name'] for s in model.inputs]}"
-            )
-        if tensor["datatype"] != spec["datatype"]:
-            raise bad_request(
-                f"input {name!r}: expected datatype {spec['datatype']}, received {tensor['datatype']}"
-            )
-        shape = check_v2_shape(name, spec, tensor["shape"])
-        dtype = V2_DATATYPES[spec["datatype"]]
-        size = parameters(tensor, f"input {name!r}").get("binary_data_size")
-        if size is not None:
-            check_binary_size(name, size, dtype, len(binary) - offset)
-            values = to_array(name, np.frombuffer(binary[offset : offset + size], dtype=dtype), dtype, shape)
-            offset += size
-        elif "data" in tensor:
-            values = to_array(name, tensor["data"], dtype, shape)
-        else:
-            raise bad_request(f"input {name!r}: give 'data' or parameters.binary_data_size")
+        name, values, size = decode_v2_input(tensor, binary, offset, model)
+        if name in feeds:
+            raise bad_request(f"input {name!r} is given twice: send each input once")
+        offset += size
         feeds[name] = check_finite(name, values)
     if offset != len(binary):
         raise bad_request(f"{len(binary) - offset} bytes of binary data follow the last input's tensor")
@@ -158,6 +185,38 @@ def decode_v2_inputs(request: dict, binary: bytes, model: LoadedModel) -> dict[s
     if len(rows) > 1:
         raise bad_request(f"inputs disagree on the batch size: {sorted(rows)}")
     return feeds
+
+
+def decode_v2_input(
+    tensor: Any, binary: bytes, offset: int, model: LoadedModel
+) -> tuple[str, np.ndarray, int]:
+    """One input tensor: its name, its values, and the bytes of binary data it took."""
+    if not isinstance(tensor, JsonObject) or not all(key in tensor for key in ("name", "shape", "datatype")):
+        raise bad_request("every input needs 'name', 'shape' and 'datatype'")
+    name = tensor.get("name")
+    if not isinstance(name, str):
+        raise bad_request("an input's 'name' must be a string")
+    spec = next((s for s in model.inputs if s["name"] == name), None)
+    if spec is None:
+        raise bad_request(
+            f"model {model.name} has no input {name!r}; inputs: {[s['name'] for s in model.inputs]}"
+        )
+    datatype = tensor.get("datatype")
+    if datatype != spec["datatype"]:
+        raise bad_request(f"input {name!r}: expected datatype {spec['datatype']}, received {datatype}")
+    shape = check_v2_shape(name, spec, tensor.get("shape"))
+    dtype = V2_DATATYPES[spec["datatype"]]
+    size = parameters(tensor, f"input {name!r}").get("binary_data_size")
+    if size is not None:
+        check_binary_size(name, size, dtype, len(binary) - offset)
+        return (
+            name,
+            to_array(name, np.frombuffer(binary[offset : offset + size], dtype=dtype), dtype, shape),
+            size,
+        )
+    if "data" in tensor:
+        return name, to_array(name, tensor.get("data"), dtype, shape), 0
+    raise bad_request(f"input {name!r}: give 'data' or parameters.binary_data_size")
 
 
 def check_binary_size(name: str, size: Any, dtype: np.dtype, available: int) -> None:
@@ -171,24 +230,26 @@ def check_binary_size(name: str, size: Any, dtype: np.dtype, available: int) -> 
         raise bad_request(f"input {name!r}: binary_data_size {size} exceeds the binary data sent")
 
 
-def split_v2_request(body: bytes, header_length: str | None, max_lists: int) -> tuple[dict, bytes]:
-    """The JSON part and the binary part of a V2 request body."""
+def split_v2_request(body: bytes, header_length: str | None, max_values: int) -> tuple[Any, bytes]:
+    """The JSON part (a simdjson document, see serve.jsonbody) and the binary part of a V2 request."""
     if header_length is None:
-        request = load_json(body, max_lists)
-        binary = b""
+        json_part, binary = body, b""
     else:
-        if not (header_length.isascii() and header_length.isdigit()) or int(header_length) > len(body):
+        if not (header_length.isascii() and header_length.isdigit() and len(header_length) <= 18) or int(
+            header_length
+        ) > len(body):
             raise bad_request(
-                f"{HEADER_LENGTH} must be the byte length of the JSON part, received {header_length!r}"
+                f"{HEADER_LENGTH} must be the byte length of the JSON part, received {header_length[:40]!r}"
             )
-        request = load_json(body[: int(header_length)], max_lists)
-        binary = body[int(header_length) :]
-    if not isinstance(request, dict):
+        json_part, binary = body[: int(header_length)], body[int(header_length) :]
+    check_values(json_part, max_values, "this model")
+    request = document(json_part)
+    if not isinstance(request, simdjson.Object):
         raise bad_request("the request must be a JSON object")
     return request, binary
 
 
-def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool]]:
+def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool]]:
     """(output name, as binary) pairs, in the order the client asked (all outputs by default)."""
     everything_binary = bool(parameters(request, "the request").get("binary_data_output", False))
     asked = request.get("outputs")
@@ -197,7 +258,7 @@ def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool
         return [(name, everything_binary) for name in names]
     result: list[tuple[str, bool]] = []
     for output in asked:
-        name = output.get("name") if isinstance(output, dict) else None
+        name = output.get("name") if isinstance(output, JsonObject) else None
         if name not in names:
             raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
         binary = parameters(output, f"output {name!r}").get("binary_data", everything_binary)
@@ -206,7 +267,7 @@ def requested_outputs(request: dict, model: LoadedModel) -> list[tuple[str, bool
 
 
 def encode_v2_response(
-    model: LoadedModel, request: dict, outputs: dict[str, np.ndarray]
+    model: LoadedModel, request: Any, outputs: dict[str, np.ndarray]
 ) -> tuple[dict, bytes]:
     tensors, chunks = [], []
     for name, as_binary in requested_outputs(request, model):
@@ -221,12 +282,25 @@ def encode_v2_response(
         tensors.append(tensor)
     response = {"model_name": model.name, "model_version": str(model.version), "outputs": tensors}
     if "id" in request:
-        response["id"] = request["id"]
+        response["id"] = plain(request.get("id"))
     return response, b"".join(chunks)
 
 
-def decode_tfserving(request: dict, model: LoadedModel) -> tuple[dict[str, np.ndarray], str]:
-    """Feeds and the format ('row' for instances, 'columnar' for inputs)."""
+def plain(value: Any) -> Any:
+    """A value of a simdjson document as Python objects (for echoing it back)."""
+    if isinstance(value, simdjson.Object):
+        return value.as_dict()
+    if isinstance(value, simdjson.Array):
+        return value.as_list()
+    return value
+
+
+def decode_tfserving(
+    request: dict, model: LoadedModel, booleans: bool = True
+) -> tuple[dict[str, np.ndarray], str]:
+    """Feeds and the format ('row' for instances, 'columnar' for inputs). As in TF Serving, the nesting
+    of each input's values is its shape: [rows, *the input's shape] (no silent reshape). `booleans`: the
+    body may hold true or false (serve.jsonbody.holds_booleans)."""
     names = [s["name"] for s in model.inputs]
     if "instances" in request:
         instances = request["instances"]
@@ -259,5 +333,6 @@ def decode_tfserving(request: dict, model: LoadedModel) -> tuple[dict[str, np.nd
         if rows < 1:
             raise bad_request(f"input {name!r}: expected a list of rows")
         dtype = V2_DATATYPES[spec["datatype"]]
-        feeds[name] = check_finite(name, to_array(name, columns[name], dtype, expected_shape(spec, rows)))
+        shape = expected_shape(spec, rows)
+        feeds[name] = check_finite(name, to_array(name, columns[name], dtype, shape, True, booleans))
     return feeds, form

@@ -7,8 +7,9 @@ import re
 from flask import Blueprint, Response, jsonify
 
 from serve.errors import bad_request, not_found
-from serve.handling import infer, read_json, repository, require_json
-from serve.tensors import decode_tfserving
+from serve.handling import infer, max_values, read_body, repository, require_json
+from serve.jsonbody import holds_booleans
+from serve.tensors import decode_tfserving, load_json
 
 blueprint = Blueprint("tfserving", __name__)
 SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|/metadata)?")
@@ -65,10 +66,11 @@ def predict(spec: str) -> Response:
         raise not_found(f"no route POST /v1/models/{spec}: use :predict")
     model = repository().get(name, version)
     require_json()
-    body = read_json(model)
+    raw = read_body(model)
+    body = load_json(raw, max_values(model))
     if not isinstance(body, dict):
         raise bad_request("the request must be a JSON object")
-    feeds, form = decode_tfserving(body, model)
+    feeds, form = decode_tfserving(body, model, holds_booleans(raw))
     outputs = infer(model, feeds, "tfserving")
     if len(outputs) == 1:
         values = outputs[model.outputs[0]["name"]].tolist()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from serve.errors import ScoringError
-from serve.handling import infer, max_lists, read_body, repository
+from serve.handling import JSON_TYPES, infer, max_values, read_body, repository
 from serve.repository import LoadedModel
 from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 
@@ -70,7 +71,7 @@ def ready_model(name: str, version: str | None) -> LoadedModel:
     return repository().get(name, version)
 
 
-def run_v2(model: LoadedModel, request: dict, binary: bytes, protocol: str) -> tuple[dict, bytes]:
+def run_v2(model: LoadedModel, request: Any, binary: bytes, protocol: str) -> tuple[dict, bytes]:
     """What every V2 transport does with a request (its JSON document and binary tensors): decode,
     infer through the batcher, encode. The response document, and the binary outputs it announces."""
     outputs = infer(model, decode_v2_inputs(request, binary, model), protocol)
@@ -83,13 +84,13 @@ def infer_v2(name: str, version: str | None = None) -> Response:
     model = ready_model(name, version)
     header_length = request.headers.get(HEADER_LENGTH)
     kind = (request.mimetype or "").lower()
-    if header_length is None and kind not in ("application/json", ""):
+    if header_length is None and kind not in JSON_TYPES:
         raise ScoringError(
             f"unsupported Content-Type {kind!r}: send application/json, or application/octet-stream "
             f"with {HEADER_LENGTH}",
             415,
         )
-    body, binary = split_v2_request(read_body(model), header_length, max_lists(model))
+    body, binary = split_v2_request(read_body(model), header_length, max_values(model))
     document, raw = run_v2(model, body, binary, "v2")
     if not raw:
         return jsonify(document)

@@ -22,7 +22,7 @@ def small_json_body() -> dict[str, Any]:
         raise ScoringError(f"the body exceeds {MAX_CONTROL_BODY} bytes", 413)
     if not body.strip():
         return {}
-    document = load_json(body, max_lists=64)
+    document = load_json(body, max_values=4096)
     if not isinstance(document, dict):
         raise bad_request("the body must be a JSON object")
     return document

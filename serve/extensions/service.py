@@ -35,7 +35,6 @@ def selected(name: str, version: str | None) -> list[LoadedModel]:
     if name:
         repository().get(name)  # 404 for an unknown model
         return [model for _, model in sorted(repository().models.get(name, {}).items())]
-    repository().sync()
     return [
         model for _, versions in sorted(repository().models.items()) for _, model in sorted(versions.items())
     ]

@@ -72,16 +72,22 @@ def free_port() -> int:
 class ServeProcess:
     """`python -m serve` as a user runs it, on a free port, stopped at the end of the test."""
 
-    def __init__(self, repo: Path, *args: str) -> None:
+    def __init__(self, repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        import os
         import subprocess
         import sys
+        import tempfile
 
         from tests.conftest import REPO
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "serve", "--repo", str(repo), "--port", str(self.port), *args]
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # a file, not a pipe: a full pipe would block the server; closed by stop()
+        self.output = tempfile.TemporaryFile()  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command, cwd=REPO, stdout=self.output, stderr=subprocess.STDOUT, env=os.environ | (env or {})
+        )
 
     def wait_ready(self, seconds: float = 60) -> None:
         import time
@@ -93,23 +99,39 @@ class ServeProcess:
             try:
                 if requests.get(f"{self.url}/v2/health/ready", timeout=1).ok:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # bound, workers still starting
                 pass
             assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
 
+    def worker_pids(self) -> list[int]:
+        """The worker processes the server started (none when it serves in one process)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()] if children.exists() else []
+
+    def peak_memory_mib(self) -> float:
+        """Peak resident memory (VmHWM) summed over the server's processes."""
+        total = 0
+        for pid in [self.process.pid, *self.worker_pids()]:
+            status = Path(f"/proc/{pid}/status").read_text()
+            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
+        return total / 1024
+
     def stop(self) -> str:
         self.process.terminate()
-        output, _ = self.process.communicate(timeout=30)
-        return output.decode(errors="replace")
+        self.process.wait(timeout=30)
+        self.output.seek(0)
+        text = self.output.read().decode(errors="replace")
+        self.output.close()
+        return text
 
 
 @pytest.fixture
 def serve_process(onnx_repo):
     started: list[ServeProcess] = []
 
-    def start(*args: str) -> ServeProcess:
-        server = ServeProcess(onnx_repo, *args)
+    def start(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+        server = ServeProcess(onnx_repo, *args, env=env)
         started.append(server)
         server.wait_ready()
         return server

@@ -1,4 +1,4 @@
-"""`python -m serve` as a user runs it: waitress on a real port, one process whose counters only grow."""
+"""`python -m serve` as a user runs it: workers on a real port, whose summed counters only grow."""
 
 from __future__ import annotations
 
@@ -41,3 +41,35 @@ def test_missing_repository_is_one_line(tmp_path):
         text=True,
     )
     assert result.returncode == 2 and result.stderr.strip().startswith("error: model repository")
+
+
+def start_error(*args: str) -> str:
+    """Run python -m serve expecting it to refuse to start: exit 2 and one line on stderr, at once."""
+    result = subprocess.run(
+        [sys.executable, "-m", "serve", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_a_port_in_use_is_one_line(onnx_repo):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        line = start_error("--repo", str(onnx_repo), "--port", str(port))
+    assert f"port {port}" in line and "already in use" in line
+
+
+def test_a_missing_repository_or_key_file_is_one_line(onnx_repo, tmp_path):
+    assert "does not exist" in start_error("--repo", str(tmp_path / "none"))
+    (tmp_path / "file").write_text("x")
+    assert "not a directory" in start_error("--repo", str(tmp_path / "file"))
+    assert "No such file" in start_error("--repo", str(onnx_repo), "--api-key-file", str(tmp_path / "nokeys"))
+    assert "directory" in start_error("--repo", str(onnx_repo), "--api-key-file", str(tmp_path))
+
+
+def test_an_address_that_cannot_be_listened_on_is_one_line(onnx_repo):
+    assert "cannot listen" in start_error("--repo", str(onnx_repo), "--host", "192.0.2.1", "--port", "0")

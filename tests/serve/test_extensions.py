@@ -142,18 +142,47 @@ def test_load_retries_a_broken_version_and_says_why_it_fails(client, serve_app, 
     other.close()
 
 
-def test_unload_through_one_worker_holds_in_every_worker(serve_app, tmp_path):
-    """Two app instances sharing the state directory stand for two worker processes."""
-    shared = {"STATE_DIR": str(tmp_path / "state"), "POLL_SECONDS": 60}  # no rescan: only the shared state
-    first, second = serve_app(**shared), serve_app(**shared)
-    first_grpc, second_http = Client(first, "grpc"), Client(second, "http")
-    first_grpc.unload_model("mnist")
-    assert not second_http.is_model_ready("mnist")
-    assert requests.get(f"{second.url}/v2/models/mnist").status_code == 404
-    second_http.load_model("mnist")
-    assert first_grpc.is_model_ready("mnist")
-    first_grpc.close()
-    second_http.close()
+def test_unload_through_one_worker_holds_in_every_worker(serve_app, onnx_repo, tmp_path):
+    """Two app instances following one master's plan (serve/coordination.py) stand for two workers."""
+    import threading
+
+    from serve.coordination import Coordinator
+
+    coordinator = Coordinator(onnx_repo, tmp_path / "run" / "repository", poll_seconds=60)
+    coordinator.plan()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.02):
+            coordinator.tick([0, 1])
+
+    master = threading.Thread(target=tick)
+    master.start()
+    try:
+        shared = {"RUN_DIR": str(tmp_path / "run"), "POLL_SECONDS": 60}
+        starting = [
+            threading.Thread(target=lambda i=i: apps.append(serve_app(**shared, WORKER_INDEX=i)))
+            for i in (0, 1)
+        ]
+        apps: list = []
+        for thread in starting:
+            thread.start()
+        for thread in starting:
+            thread.join()
+        first, second = sorted(apps, key=lambda app: app.app.config["WORKER_INDEX"])
+        first_grpc, second_http = Client(first, "grpc"), Client(second, "http")
+        first_grpc.unload_model("mnist")
+        time.sleep(0.2)  # the other worker applies the commit within a watch interval (20 ms)
+        assert not second_http.is_model_ready("mnist")
+        assert requests.get(f"{second.url}/v2/models/mnist").status_code == 404
+        second_http.load_model("mnist")
+        time.sleep(0.2)
+        assert first_grpc.is_model_ready("mnist")
+        first_grpc.close()
+        second_http.close()
+    finally:
+        stop.set()
+        master.join()
 
 
 def test_statistics_count_requests_rows_and_time_per_version(serve_app):

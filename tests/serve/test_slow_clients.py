@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
 import requests
 
 HEADERS_CUT_SHORT = b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: x\r\n"
@@ -82,3 +83,197 @@ def test_eight_clients_under_load_all_get_correct_answers(serve_process):
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+# Issue 22 item 4: 1,000 connections each sending a header byte every 10 s stopped the scorer (0 of 10
+# probes answered in 50 s). Here every connection sends a byte a second (the same trickle, faster, so the
+# test stays short), from 20 loopback addresses, while a normal client from 127.0.0.1 must keep getting
+# answers within 1 s.
+TRICKLE = b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3000\r\n\r\n"
+
+
+def more_open_files(count: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(count, hard), hard))
+
+
+def open_from(port: int, address: str) -> socket.socket:
+    connection = socket.socket()
+    connection.settimeout(5)
+    connection.bind((address, 0))
+    connection.connect(("127.0.0.1", port))
+    connection.setblocking(False)
+    return connection
+
+
+def trickle_round(connections: list[socket.socket], position: int) -> int:
+    """One more byte on every connection still open; how many the server has closed."""
+    closed = 0
+    for connection in connections:
+        try:
+            connection.send(TRICKLE[position % len(TRICKLE) : position % len(TRICKLE) + 1])
+        except OSError:
+            closed += 1
+    return closed
+
+
+def normal_client_answers(url: str) -> None:
+    """A probe and an inference, each answered within 1 s."""
+    assert requests.get(f"{url}/v2/health/live", timeout=1).ok
+    answer = requests.post(f"{url}/v2/models/mnist/infer", json=ROW, timeout=1)
+    assert answer.ok and len(answer.json()["outputs"][0]["data"]) == 10
+
+
+def test_a_thousand_trickling_connections_do_not_stop_a_normal_client(serve_process):
+    more_open_files(4096)
+    server = serve_process()
+    connections = [open_from(server.port, f"127.0.0.{10 + i % 20}") for i in range(1000)]
+    try:
+        for second in range(8):  # bounded: 8 rounds of one byte per connection
+            started = time.monotonic()
+            trickle_round(connections, second)
+            normal_client_answers(server.url)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_one_address_holds_at_most_its_share_of_connections(serve_process):
+    more_open_files(4096)
+    server = serve_process("--workers", "1", "--max-client-connections", "50")
+    connections = [open_from(server.port, "127.0.0.2") for _ in range(300)]
+    try:
+        time.sleep(1.0)
+        normal_client_answers(server.url)
+        closed = sum(refused(connection) for connection in connections)
+        assert closed >= 250  # at most 50 of one address stay open
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def refused(connection: socket.socket) -> bool:
+    try:
+        data = connection.recv(4096)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return data == b"" or data.startswith(b"HTTP/1.1 429")
+
+
+def test_at_the_connection_cap_the_oldest_slow_connection_makes_room(serve_process):
+    more_open_files(4096)
+    server = serve_process("--workers", "1", "--max-connections", "100")
+    connections = [open_from(server.port, f"127.0.0.{10 + i % 5}") for i in range(100)]
+    try:
+        trickle_round(connections, 0)
+        time.sleep(0.5)
+        for _ in range(3):
+            normal_client_answers(server.url)
+        assert refused(connections[0])  # the oldest trickling connection was closed for the newcomer
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_a_request_must_arrive_whole_within_the_request_timeout(serve_process):
+    """An idle timeout never fires on a client that sends a byte every half second; the total does."""
+    server = serve_process("--request-timeout", "2")
+    connection = open_from(server.port, "127.0.0.3")
+    started = time.monotonic()
+    answer = b""
+    for position in range(20):  # at most 10 s
+        if trickle_round([connection], position):
+            break
+        time.sleep(0.5)
+        try:
+            answer += connection.recv(4096)
+        except BlockingIOError:
+            continue
+        if answer:
+            break
+    connection.close()
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5
+
+
+# Issue 22 item 6: bodies were spooled to disk before the API key and the model's size limit were
+# checked (5 stalled unauthenticated uploads held 300 MiB of temporary files).
+def headers_only(port: int, length: int, key: str | None = None) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    connection.sendall(
+        f"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode()
+    )
+    return connection
+
+
+def answer_of(connection: socket.socket) -> bytes:
+    connection.settimeout(3)
+    try:
+        return connection.recv(4096)
+    except TimeoutError:
+        return b""
+
+
+def spooled(directory) -> int:
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+
+
+@pytest.fixture
+def keyed_server(serve_process, tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("s3cret\n")
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    server = serve_process(
+        "--api-key-file", str(keys), "--workers", "1", "--max-buffered-mb", "8", env={"TMPDIR": str(spool)}
+    )
+    return server, spool
+
+
+def test_an_unauthenticated_upload_is_refused_before_its_body(keyed_server):
+    server, spool = keyed_server
+    connections = [headers_only(server.port, 50_000_000) for _ in range(5)]
+    try:
+        for connection in connections:
+            assert answer_of(connection).startswith(b"HTTP/1.1 401")
+        assert spooled(spool) < 100_000  # no body on disk (libraries leave small logs there)
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_an_upload_beyond_the_model_limit_is_refused_from_its_headers(keyed_server):
+    server, _ = keyed_server
+    connection = headers_only(server.port, 30_000_000, key="s3cret")  # mnist takes 19.3 MB of JSON
+    try:
+        answer = answer_of(connection)
+        assert answer.startswith(b"HTTP/1.1 413") and b"mnist" in answer
+    finally:
+        connection.close()
+
+
+def test_bodies_held_at_once_stay_within_the_budget(keyed_server):
+    server, spool = keyed_server
+    first = headers_only(server.port, 5_000_000, key="s3cret")
+    first.sendall(b"{" + b" " * 1_000_000)  # then stalls
+    try:
+        second = headers_only(server.port, 5_000_000, key="s3cret")  # 10 MB > the 8 MiB budget
+        assert answer_of(second).startswith(b"HTTP/1.1 503")
+        second.close()
+        assert spooled(spool) < 100_000  # no body on disk (libraries leave small logs there)
+        normal = requests.post(
+            f"{server.url}/v2/models/mnist/infer",
+            json=ROW,
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=5,
+        )
+        assert normal.ok
+    finally:
+        first.close()

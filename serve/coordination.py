@@ -1,0 +1,212 @@
+"""Keeping every worker's models in step: the master plans, each worker loads, all switch together.
+
+Files in the run directory's `repository/` folder, each written whole (write, then rename):
+- `plan.json` {generation, models: {name: {version: stamp}}}: what should be served, from a scan of the
+  model repository (names and modification times only: the master loads nothing) and the load/unload
+  requests of the repository API.
+- `ack-<worker>.json` {generation, failed: {"name/version": reason}}: the worker has loaded every
+  version of that plan (not yet serving it).
+- `commit.json` {generation, models: {name: [versions]}, unloaded, failed}: written once every live
+  worker acknowledged the plan; a version that failed to load in any worker is left out everywhere.
+  Workers watch it and swap their models to exactly this set at once: a new version is served by every
+  worker from (nearly) the same moment, and only once all of them have it loaded.
+- `control/<id>.json` -> `control/<id>.done.json`: a load or unload asked by any worker, and its answer,
+  given once the change is committed.
+This module has no heavy imports: the master uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger("serve.repository")
+MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
+Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
+
+
+def version_number(text: str) -> int | None:
+    """The version a URL or directory names, or None: plain ASCII digits, at most 18 of them (int() of
+    thousands of digits is slow, and refused past 4,300)."""
+    if text.isascii() and text.isdigit() and len(text) <= MAX_VERSION_DIGITS:
+        return int(text)
+    return None
+
+
+def stamp_of(path: Path) -> tuple:
+    """What changes when a version directory's files are replaced: their names and modification times."""
+    try:
+        if path.is_dir():
+            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+        return (path.stat().st_mtime_ns,)
+    except OSError:
+        return ()
+
+
+def write_json(path: Path, document: Any) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(document))
+    temporary.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class Scanner:
+    """The model directories and their servable version numbers, with odd entries logged once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
+
+    def say_once(self, path: Path, level: int, message: str) -> None:
+        """Log about a path once per change of the path, not on every scan."""
+        if self.said.get(path) != (message, stamp_of(path)):
+            self.said[path] = (message, stamp_of(path))
+            LOG.log(level, "%s", message)
+
+    def version_numbers(self, model_dir: Path) -> set[int]:
+        """Directories named by a plain number that hold both files; anything else is noted once."""
+        numbers = set()
+        for entry in model_dir.iterdir():
+            number = version_number(entry.name)
+            if number is None:
+                self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
+            elif (entry / "metadata.json").exists() and (entry / "model.onnx").exists():
+                numbers.add(number)
+        return numbers
+
+    def present(self) -> dict[str, set[int]]:
+        if not self.root.is_dir():
+            return {}
+        models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return {model_dir.name: self.version_numbers(model_dir) for model_dir in models}
+
+    def plan(self, leave_out: set[str]) -> Plan:
+        return {
+            name: {number: repr(stamp_of(self.root / name / str(number))) for number in sorted(numbers)}
+            for name, numbers in self.present().items()
+            if name not in leave_out
+        }
+
+
+def plan_document(generation: int, plan: Plan) -> dict:
+    return {
+        "generation": generation,
+        "models": {name: {str(v): stamp for v, stamp in versions.items()} for name, versions in plan.items()},
+    }
+
+
+def read_plan(document: dict) -> Plan:
+    return {
+        name: {int(v): stamp for v, stamp in versions.items()}
+        for name, versions in document["models"].items()
+    }
+
+
+class Coordinator:
+    """The master's side: plans from the repository and the load/unload requests, commits on every
+    worker's acknowledgement, answers the requests."""
+
+    def __init__(self, root: Path, state: Path, poll_seconds: float) -> None:
+        self.scanner = Scanner(root)
+        self.state = state
+        (state / "control").mkdir(parents=True, exist_ok=True)
+        self.poll_seconds = max(0.05, poll_seconds)
+        self.generation = 0
+        self.committed = 0
+        self.planned: Plan | None = None
+        self.unloaded: set[str] = set()
+        self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
+        self.last_scan = 0.0
+
+    def tick(self, workers: list[int]) -> None:
+        """Called by the master a few times a second with the indexes of the live workers."""
+        asked = self.take_requests()
+        if asked or time.monotonic() - self.last_scan >= self.poll_seconds:
+            self.plan()
+        if self.generation > self.committed:
+            self.try_commit(workers)
+
+    def plan(self) -> None:
+        self.last_scan = time.monotonic()
+        wanted = self.scanner.plan(self.unloaded)
+        if wanted != self.planned:
+            self.generation += 1
+            self.planned = wanted
+            write_json(self.state / "plan.json", plan_document(self.generation, wanted))
+
+    def try_commit(self, workers: list[int]) -> None:
+        acks = [read_json(self.state / f"ack-{index}.json") for index in workers]
+        if not workers or any(not ack or ack.get("generation") != self.generation for ack in acks):
+            return
+        failed: dict[str, str] = {}
+        for ack in acks:
+            failed.update(ack.get("failed", {}))
+        assert self.planned is not None
+        served = {
+            name: [v for v in versions if f"{name}/{v}" not in failed]
+            for name, versions in self.planned.items()
+        }
+        document = {
+            "generation": self.generation,
+            "models": {name: versions for name, versions in served.items() if versions},
+            "unloaded": sorted(self.unloaded),
+            "failed": failed,
+        }
+        write_json(self.state / "commit.json", document)
+        self.committed = self.generation
+        self.answer(document)
+
+    def take_requests(self) -> bool:
+        taken = False
+        for path in sorted((self.state / "control").glob("*.json")):
+            if path.name.endswith(".done.json"):
+                continue
+            request = read_json(path)
+            path.unlink(missing_ok=True)
+            if not isinstance(request, dict):
+                continue
+            request_id = path.name.removesuffix(".json")
+            name = str(request.get("model"))
+            if name not in self.scanner.present():
+                self.done(
+                    request_id,
+                    {"ok": False, "status": 404, "message": f"no model {name!r} in the repository"},
+                )
+                continue
+            if request.get("action") == "unload":
+                self.unloaded.add(name)
+            else:
+                self.unloaded.discard(name)
+            self.waiting.append((request_id, request, self.generation + 1))
+            taken = True
+        return taken
+
+    def answer(self, commit: dict) -> None:
+        still = []
+        for request_id, request, generation in self.waiting:
+            if generation > self.committed:
+                still.append((request_id, request, generation))
+                continue
+            name = str(request.get("model"))
+            answer: dict[str, Any] = {"ok": True, "generation": self.committed}
+            if request.get("action") != "unload" and name not in commit["models"]:
+                reasons = [
+                    f"{key}: {why}" for key, why in commit["failed"].items() if key.startswith(f"{name}/")
+                ]
+                message = "; ".join(reasons) or "no version directory holds both model.onnx and metadata.json"
+                answer = {"ok": False, "status": 400, "message": f"failed to load {name!r}: {message}"}
+            self.done(request_id, answer)
+        self.waiting = still
+
+    def done(self, request_id: str, answer: dict) -> None:
+        write_json(self.state / "control" / f"{request_id}.done.json", answer)

@@ -1,0 +1,76 @@
+"""One worker of `python -m serve`: started by the master (serve/__main__.py) as
+`python -m serve.worker`, with its settings as JSON in NNSQL_SERVE_WORKER and the listening socket
+inherited as a file descriptor. It builds the Flask app (its own models, batchers and pool threads),
+serves HTTP on the shared socket with serve.server on uvloop, and starts the servers other modules
+registered in `app.extensions["servers"]` (each a callable `app -> stop`: gRPC goes there).
+
+It stops on SIGTERM (running requests finish first) or when the master is gone; SIGINT is the
+master's to handle (Ctrl-C reaches the whole process group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+ENVIRONMENT = "NNSQL_SERVE_WORKER"
+LOG = logging.getLogger("serve.worker")
+
+
+async def serve(settings: dict[str, Any]) -> None:
+    from serve.app import create_app
+    from serve.server import Limits, Server
+
+    app = create_app(settings["app"] | {"WORKER_INDEX": settings["index"]})
+    server = Server(
+        app, app.extensions["gate"].admit, Limits(**settings["limits"]), settings["host"], settings["port"]
+    )
+    starters = list(app.extensions.get("servers", []))
+    if settings.get("grpc"):
+        from serve.rpc.server import grpc_service
+
+        grpc = dict(settings["grpc"])
+        starters.append(grpc_service(grpc.pop("host"), grpc.pop("port"), **grpc))
+    stoppers: list[Callable[[], None]] = [start(app) for start in starters]
+    listener = socket.socket(fileno=settings["fd"])
+    await server.start(listener)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    master = os.getppid()
+    while not stopping.is_set():
+        try:
+            await asyncio.wait_for(stopping.wait(), timeout=1.0)
+        except TimeoutError:
+            if os.getppid() != master:  # the master died without stopping us
+                break
+    await server.close(grace=float(settings.get("grace", 10.0)))
+    for stop in stoppers:
+        stop()
+    app.extensions["repository"].close()
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    settings = json.loads(os.environ[ENVIRONMENT])
+    logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
+    if not settings.get("access_log", False):
+        logging.getLogger("serve.access").setLevel(logging.WARNING)
+    import uvloop
+
+    if os.environ.get("NNSQL_SWITCH"):  # experiment
+        sys.setswitchinterval(float(os.environ["NNSQL_SWITCH"]))
+
+    uvloop.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Every worker serves the same versions: the master's plan, each worker's acknowledgement, one commit
+(serve/coordination.py). Two real ModelRepository followers and a real Coordinator over a real model
+repository, in one process (threads stand in for the worker processes; the files are the same); and
+`python -m serve` with two workers over HTTP."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+import requests
+
+from serve.coordination import Coordinator
+from serve.errors import ScoringError
+from serve.repository import ModelRepository
+
+
+def wait_for(condition, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def own_repo(onnx_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(onnx_repo / "mnist" / "1", repo / "mnist" / "1")
+    shutil.copytree(onnx_repo / "mixed", repo / "mixed")
+    return repo
+
+
+@pytest.fixture
+def cluster(own_repo, tmp_path):
+    """A coordinator ticking in a thread and two following repositories, started."""
+    state = tmp_path / "state"
+    coordinator = Coordinator(own_repo, state, poll_seconds=0.05)
+    coordinator.plan()
+    stop = threading.Event()
+
+    def master() -> None:
+        while not stop.wait(0.02):
+            coordinator.tick([0, 1])
+
+    ticking = threading.Thread(target=master, daemon=True)
+    ticking.start()
+    workers = [ModelRepository(own_repo, state=state, worker=index) for index in (0, 1)]
+    starting = [threading.Thread(target=worker.start) for worker in workers]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join()
+    yield workers
+    stop.set()
+    for worker in workers:
+        worker.close()
+
+
+def served(worker: ModelRepository) -> dict[str, list[int]]:
+    return {name: sorted(versions) for name, versions in worker.models.items()}
+
+
+def test_workers_start_together_and_switch_to_a_new_version_together(cluster, onnx_repo, own_repo):
+    first, second = cluster
+    assert served(first) == served(second) == {"mixed": [1], "mnist": [1]}
+    shutil.copytree(onnx_repo / "mnist" / "1", own_repo / "mnist" / "2")
+    wait_for(lambda: served(first)["mnist"] == [1, 2])
+    wait_for(lambda: served(second)["mnist"] == [1, 2], seconds=0.5)  # within a few watch intervals
+    assert first.commit == second.commit
+
+
+def test_a_version_that_fails_to_load_is_served_by_no_worker(cluster, own_repo):
+    first, second = cluster
+    (own_repo / "mnist" / "3").mkdir()
+    (own_repo / "mnist" / "3" / "metadata.json").write_text("{}")
+    (own_repo / "mnist" / "3" / "model.onnx").write_bytes(b"not onnx")
+    wait_for(lambda: first.commit.get("failed"))
+    assert served(first)["mnist"] == served(second)["mnist"] == [1]
+    states = {(e["name"], e["version"]): e for e in second.index()}
+    assert states[("mnist", "3")]["state"] == "UNAVAILABLE" and states[("mnist", "3")]["reason"]
+
+
+def test_unload_and_load_reach_every_worker_and_survive_rescans(cluster):
+    first, second = cluster
+    first.unload("mnist")
+    assert "mnist" not in first.models
+    wait_for(lambda: "mnist" not in second.models, seconds=0.5)
+    time.sleep(0.3)  # several rescans: an unloaded model stays unloaded
+    assert "mnist" not in second.models
+    assert {e["state"] for e in second.index() if e["name"] == "mnist"} == {"UNAVAILABLE"}
+    second.load("mnist")
+    assert served(second)["mnist"] == [1]
+    wait_for(lambda: "mnist" in first.models, seconds=0.5)
+    with pytest.raises(ScoringError) as unknown:
+        first.load("nope")
+    assert unknown.value.status == 404
+
+
+def test_unload_and_load_by_themselves(own_repo):
+    repository = ModelRepository(own_repo, poll_seconds=0).start()
+    try:
+        repository.unload("mnist")
+        assert "mnist" not in repository.models
+        repository.scan()
+        assert "mnist" not in repository.models
+        repository.load("mnist")
+        assert 1 in repository.models["mnist"]
+    finally:
+        repository.close()
+
+
+def test_every_worker_answers_with_the_new_version_once_one_does(onnx_repo, own_repo):
+    """Over HTTP, each request on a new connection (so both workers answer): once a request got
+    version 2, none more than a moment later gets version 1."""
+    from tests.serve.conftest import ServeProcess
+
+    server = ServeProcess(own_repo, "--workers", "2", "--poll-seconds", "0.1")
+    try:
+        server.wait_ready()
+        url = f"{server.url}/v2/models/mnist"
+        shutil.copytree(onnx_repo / "mnist" / "1", own_repo / "mnist" / "2")
+        seen: list[tuple[float, list[str]]] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len([s for s in seen if s[1] == ["1", "2"]]) < 40:
+            versions = requests.get(url, headers={"Connection": "close"}, timeout=5).json()["versions"]
+            seen.append((time.monotonic(), versions))
+        switched = next(t for t, versions in seen if versions == ["1", "2"])
+        late = [versions for t, versions in seen if t > switched + 0.1 and versions != ["1", "2"]]
+        assert late == []
+    finally:
+        server.stop()
