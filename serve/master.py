@@ -71,7 +71,12 @@ def probe(host: str, port: int) -> None:
     """The gRPC port is free: bound once without SO_REUSEPORT and closed. Each worker's gRPC server then
     binds it with SO_REUSEPORT (grpcio's default), sharing it; a foreign process already holding it
     would otherwise share our traffic without a word."""
-    listen(host, port).close()
+    try:
+        listen(host, port).close()
+    except StartError:
+        raise StartError(
+            f"cannot listen for gRPC on {host}:{port}: the port is in use or not allowed"
+        ) from None
 
 
 def raise_file_limit() -> None:

@@ -163,7 +163,8 @@ class ModelRepository:
                 queue_changed=self.queue_changed,
             )
         except Exception as error:  # a broken version must not stop the others
-            self.failures[(name, number)] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            self.failures[(name, number)] = f"cannot load {name} version {number}: {reason}"
             self.scanner.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
             return None
         self.failures.pop((name, number), None)
@@ -290,7 +291,7 @@ class ModelRepository:
         raise ScoringError(f"{request['action']} of {request['model']} did not finish in {timeout:g} s", 503)
 
     def failure_of(self, name: str) -> str:
-        reasons = [f"version {v}: {why}" for (n, v), why in sorted(self.failures.items()) if n == name]
+        reasons = [why for (n, _), why in sorted(self.failures.items()) if n == name]
         return "; ".join(reasons) or NO_VERSION
 
     def index(self) -> list[dict]:

@@ -207,8 +207,8 @@ def test_python_m_serve_grpc_port_and_a_port_in_use(onnx_repo):
         assert triton_http.InferenceServerClient(server.url.removeprefix("http://")).is_model_ready("mnist")
         client.close()
         second = ServeProcess(onnx_repo, "--grpc-port", str(port))  # the same gRPC port, another HTTP port
-        output, _ = second.process.communicate(timeout=60)
-        lines = output.decode().strip().splitlines()
+        second.process.wait(timeout=60)
+        lines = second.stop().strip().splitlines()
         assert second.process.returncode == 2
         assert (
             lines[-1]
