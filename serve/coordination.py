@@ -98,10 +98,12 @@ class Scanner:
         }
 
 
-def plan_document(generation: int, plan: Plan) -> dict:
+def plan_document(generation: int, plan: Plan, retry: set[str]) -> dict:
+    """The plan as written; `retry`: models whose failed versions every worker tries to load again."""
     return {
         "generation": generation,
         "models": {name: {str(v): stamp for v, stamp in versions.items()} for name, versions in plan.items()},
+        "retry": sorted(retry),
     }
 
 
@@ -125,6 +127,7 @@ class Coordinator:
         self.committed = 0
         self.planned: Plan | None = None
         self.unloaded: set[str] = set()
+        self.retry: set[str] = set()  # loaded by request: broken versions are tried again
         self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
         self.last_scan = 0.0
 
@@ -139,10 +142,11 @@ class Coordinator:
     def plan(self) -> None:
         self.last_scan = time.monotonic()
         wanted = self.scanner.plan(self.unloaded)
-        if wanted != self.planned:
+        if wanted != self.planned or self.retry:
             self.generation += 1
             self.planned = wanted
-            write_json(self.state / "plan.json", plan_document(self.generation, wanted))
+            write_json(self.state / "plan.json", plan_document(self.generation, wanted, self.retry))
+            self.retry = set()
 
     def try_commit(self, workers: list[int]) -> None:
         acks = [read_json(self.state / f"ack-{index}.json") for index in workers]
@@ -187,6 +191,7 @@ class Coordinator:
                 self.unloaded.add(name)
             else:
                 self.unloaded.discard(name)
+                self.retry.add(name)  # a new plan even if nothing changed: its answer comes on commit
             self.waiting.append((request_id, request, self.generation + 1))
             taken = True
         return taken

@@ -217,6 +217,9 @@ class ModelRepository:
             self.commit = commit
         if plan and plan["generation"] != self.acked:
             wanted = {name: set(versions) for name, versions in read_plan(plan).items()}
+            for name in plan.get("retry", []):  # loaded by request: try broken versions again
+                for number in wanted.get(name, set()):
+                    self.scanner.said.pop(self.root / name / str(number), None)
             self.stage(wanted)
             failed = {f"{n}/{v}": why for (n, v), why in self.failures.items() if v in wanted.get(n, set())}
             write_json(

@@ -131,3 +131,22 @@ def test_every_worker_answers_with_the_new_version_once_one_does(onnx_repo, own_
         assert late == []
     finally:
         server.stop()
+
+
+def test_load_of_a_served_model_answers_at_once_and_fixed_versions_load(cluster, onnx_repo, own_repo):
+    """A load that changes nothing still gets its answer (a new plan is made for it), and a broken
+    version whose files are replaced is loaded by every worker."""
+    first, second = cluster
+    started = time.monotonic()
+    first.load("mnist")
+    assert time.monotonic() - started < 5
+    broken = own_repo / "mnist" / "3"
+    broken.mkdir()
+    (broken / "metadata.json").write_text("{}")
+    (broken / "model.onnx").write_bytes(b"not onnx")
+    wait_for(lambda: first.commit.get("failed"))
+    time.sleep(0.05)  # a later modification time: the stamp changes
+    shutil.copy(onnx_repo / "mnist" / "1" / "model.onnx", broken / "model.onnx")
+    shutil.copy(onnx_repo / "mnist" / "1" / "metadata.json", broken / "metadata.json")
+    second.load("mnist")
+    wait_for(lambda: served(first)["mnist"] == served(second)["mnist"] == [1, 3], seconds=5)
