@@ -127,6 +127,7 @@ def normal_client_answers(url: str) -> None:
     assert answer.ok and len(answer.json()["outputs"][0]["data"]) == 10
 
 
+@pytest.mark.slow
 def test_a_thousand_trickling_connections_do_not_stop_a_normal_client(serve_process):
     more_open_files(4096)
     server = serve_process()
@@ -181,6 +182,7 @@ def test_at_the_connection_cap_the_oldest_slow_connection_makes_room(serve_proce
             connection.close()
 
 
+@pytest.mark.slow
 def test_a_request_must_arrive_whole_within_the_request_timeout(serve_process):
     """An idle timeout never fires on a client that sends a byte every half second; the total does."""
     server = serve_process("--request-timeout", "2")
