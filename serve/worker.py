@@ -65,9 +65,6 @@ def main() -> int:
         logging.getLogger("serve.access").setLevel(logging.WARNING)
     import uvloop
 
-    if os.environ.get("NNSQL_SWITCH"):  # experiment
-        sys.setswitchinterval(float(os.environ["NNSQL_SWITCH"]))
-
     uvloop.run(serve(settings))
     return 0
 
