@@ -91,6 +91,8 @@ def ensure_venv(name: str) -> Path:
     stamp = venv / ".installed"
     if stamp.exists() and stamp.read_text() == " ".join(packages):
         return venv / "bin"
+    if not Path(python).exists():
+        raise SystemExit(f"error: the {name} venv needs {python} (Debian: apt-get install python3.11-venv)")
     print(f"installing {', '.join(packages)} into {venv} (once)", flush=True)
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
