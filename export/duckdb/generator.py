@@ -191,13 +191,24 @@ class DuckDBGenerator(Generator):
         return apply_activation(units.format(linear), node.activation)
 
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
-        """In DuckDB a step mask is held as the sorted list of the kept steps' indices (scans are its only
-        readers), found in one pass over the row with an index lambda."""
+        """1.0 for each step of which some feature is not 0, else 0.0 (the IR's value, so that any node may
+        read it). The steps' features are zipped from strided slices: no lambda copies the row per step."""
         width = self.graph.size_of(node.inputs[0]) // node.steps
-        steps = (
-            f"list_transform({x}, lambda _nn_e, _nn_i: CASE WHEN _nn_e <> 0 THEN (_nn_i - 1) // {width} END)"
-        )
-        return f"list_sort(list_distinct(list_filter({steps}, lambda _nn_k: _nn_k IS NOT NULL)))"
+        flag = "CASE WHEN {} THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END"
+        if width == 1:
+            return f"list_transform({x}, lambda _nn_e: {flag.format('_nn_e <> 0')})"
+        if width <= ZIP_LIMIT:
+            any_set = " OR ".join(f"_nn_e[{j + 1}] <> 0" for j in range(width))
+            return f"list_transform(list_zip({strided(x, width)}), lambda _nn_e: {flag.format(any_set)})"
+        window = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
+        any_set = f"list_bool_or(list_transform({window}, lambda _nn_e: _nn_e <> 0))"
+        return f"list_transform(range({node.steps}), lambda _nn_t: {flag.format(any_set)})"
+
+    @staticmethod
+    def kept_steps(mask: str) -> str:
+        """The 0-based indices of a step mask's kept steps, in order (an index lambda: no copy)."""
+        indices = f"list_transform({mask}, lambda _nn_e, _nn_i: CASE WHEN _nn_e > 0 THEN _nn_i - 1 END)"
+        return f"list_filter({indices}, lambda _nn_k: _nn_k IS NOT NULL)"
 
     def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
         """A list_reduce over the steps (see `scan_elements`); the accumulator {s: state, o: outputs, ...}
@@ -227,18 +238,19 @@ class DuckDBGenerator(Generator):
         loop = f"{reduced}.o" if node.sequences else f"{reduced}.s[1:{size}]"
         return self.let([("{" + ", ".join(weights) + "}", inner)], loop) if weights else loop
 
-    def scan_elements(self, node: ir.Scan, x: str, kept: str | None) -> str:
+    def scan_elements(self, node: ir.Scan, x: str, mask: str | None) -> str:
         """The steps as list elements {x: features, k: 1 kept or 0 masked} in the order they run, cut from
         the row by strided slices zipped together: a lambda over the steps that sliced the row would
         copy the whole row once per step. Without sequences, masked steps are left out (Keras carries the
         state over them, so skipping them is exact): the kept steps' values are gathered first."""
         features, empty = node.features, "[]::DOUBLE[]"
         row, flag = x, "1.0"
-        if kept is not None and not node.sequences:
+        if mask is not None and not node.sequences:
             offsets = f"list_transform(range({features}), lambda _nn_f: _nn_t * {features} + _nn_f + 1)"
+            kept = self.kept_steps(mask)
             row = f"list_select({x}, flatten(list_transform({kept}, lambda _nn_t: {offsets})))"
-        elif kept is not None:
-            flag = f"CASE WHEN list_contains({kept}, _nn_e[1]) THEN 1.0 ELSE 0.0 END"
+        elif mask is not None:
+            flag = f"CASE WHEN {mask}[_nn_e[1] + 1] > 0 THEN 1.0 ELSE 0.0 END"
         zipped = f"list_zip(range(len(_nn_c) // {features}), {strided('_nn_c', features)})"
         if node.reverse:
             zipped = f"list_reverse({zipped})"

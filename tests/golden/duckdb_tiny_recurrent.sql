@@ -47,17 +47,10 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
             list_transform([sequence::DOUBLE[]], lambda _nn_v_sequence:
             list_transform([extra::DOUBLE[]], lambda _nn_v_extra:
             list_transform([
-                list_sort(
-                    list_distinct(
-                        list_filter(
-                            list_transform(
-                                _nn_v_sequence,
-                                lambda _nn_e,
-                                _nn_i: CASE WHEN _nn_e <> 0 THEN (_nn_i - 1) // 2 END
-                            ),
-                            lambda _nn_k: _nn_k IS NOT NULL
-                        )
-                    )
+                list_transform(
+                    list_zip(_nn_v_sequence[1:-1:2], _nn_v_sequence[2:-1:2]),
+                    lambda _nn_e: CASE WHEN _nn_e[1] <> 0 OR _nn_e[2] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE
+                        END
                 )
             ], lambda _nn_v_mask:
             list_transform([list_transform([{gru_zrh: _nn_p.gru_zrh}], lambda _nn_v_gru_weights:
@@ -66,7 +59,14 @@ CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
                     _nn_v_sequence,
                     flatten(
                         list_transform(
-                            _nn_v_mask,
+                            list_filter(
+                                list_transform(
+                                    _nn_v_mask,
+                                    lambda _nn_e,
+                                    _nn_i: CASE WHEN _nn_e > 0 THEN _nn_i - 1 END
+                                ),
+                                lambda _nn_k: _nn_k IS NOT NULL
+                            ),
                             lambda _nn_t: list_transform(range(2), lambda _nn_f: _nn_t * 2 + _nn_f + 1)
                         )
                     )
