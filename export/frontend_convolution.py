@@ -17,10 +17,13 @@ from export.keras_frontend import Context, activation_name, converts, describe
 
 
 def output_length(size: int, window: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
-    """(output length, padding before) of one axis, as Keras computes them."""
+    """(output length, padding before) of one axis, as Keras computes them; "causal" pads only before,
+    by the window's span less one (Conv1D's causal padding)."""
     span = (window - 1) * dilation + 1
     if padding == "valid":
         return (size - span) // stride + 1, 0
+    if padding == "causal":
+        return (size - 1) // stride + 1, span - 1
     length = -(-size // stride)
     total = max((length - 1) * stride + span - size, 0)
     return length, total // 2
@@ -68,15 +71,16 @@ def _conv2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node,
 
 
 def convolution(
-    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray
+    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray, kernel: np.ndarray | None = None
 ) -> tuple[ir.Node, ...]:
-    """The Gather of every output position's window, then the kernel over each (a PatchDense)."""
+    """The Gather of every output position's window, then the kernel (the layer's own, or one given with
+    its rows in the window's order) over each (a PatchDense)."""
     config = layer.get_config()
     activation = activation_name(layer, ctx)
     if activation == "softmax":
         raise ctx.unsupported(layer, "softmax over the channels of each position")
     name = ctx.node_name(layer)
-    kernel = np.asarray(layer.kernel.numpy())
+    kernel = np.asarray(layer.kernel.numpy()) if kernel is None else kernel
     gather = ir.Gather(
         name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)
     )
@@ -92,6 +96,13 @@ def convolution(
     return gather, dense
 
 
+def without_padding(windows: np.ndarray) -> np.ndarray:
+    """Max-pooling windows whose padded places (-1) read one of the window's own values instead: Keras
+    takes the max over the values inside the input only (a padded 0 could win), and a repeated value
+    does not change a max. Every window of 'same' padding holds at least one value of the input."""
+    return np.where(windows < 0, windows.max(axis=1, keepdims=True), windows)
+
+
 @converts("MaxPooling2D", produces="Gather+GroupMax")
 def _max_pooling2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     config = layer.get_config()
@@ -101,8 +112,7 @@ def _max_pooling2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[i
     windows = window_indices(shape, pool, strides, (1, 1), config["padding"])
     # per output position and channel, that channel's window: (positions, i·j, channels) → channel-major
     windows = windows.reshape(len(windows), -1, shape[2]).transpose(0, 2, 1).reshape(-1, pool[0] * pool[1])
-    if (windows < 0).any():  # Keras pools over the real values only; a 0 could win the max
-        raise ctx.unsupported(layer, "'same' padding that pads (only windows inside the image)")
+    windows = without_padding(windows)
     name = ctx.node_name(layer)
     gather = ir.Gather(
         name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)

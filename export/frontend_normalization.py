@@ -54,17 +54,38 @@ def numbers(value: Any) -> np.ndarray:
 
 @converts("BatchNormalization", produces="Dense+Affine")
 def _batch_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
+    """y = (x − moving_mean) / sqrt(moving_variance + epsilon) · gamma + beta, the statistics indexed by the
+    normalised axis (or axes): over the last axis per channel, over another (axis=1, channels first) each
+    value scaled by the statistics of its place on that axis."""
     config = layer.get_config()
-    axis, last = config.get("axis"), len(layer.input.shape) - 1
-    if (axis[0] if isinstance(axis, list) and len(axis) == 1 else axis) not in (-1, last):
-        raise ctx.unsupported(layer, f"axis {config.get('axis')} (only the last)")
     if config.get("renorm"):
         raise ctx.unsupported(layer, "renorm")
     inverse = 1.0 / np.sqrt(numbers(layer.moving_variance) + float(config["epsilon"]))
     gamma = numbers(layer.gamma) if config.get("scale", True) else 1.0
     beta = numbers(layer.beta) if config.get("center", True) else 0.0
     scale = inverse * gamma
-    return affine(layer, inputs, ctx, scale, beta - numbers(layer.moving_mean) * scale)
+    shift = beta - numbers(layer.moving_mean) * scale
+    shape = tuple(int(d) for d in layer.input.shape[1:])
+    axes = sorted({(a if a >= 0 else a + len(shape) + 1) - 1 for a in axis_list(config.get("axis", -1))})
+    if axes == [len(shape) - 1]:
+        return affine(layer, inputs, ctx, scale, shift)
+    return ir.Affine(
+        name=ctx.node_name(layer),
+        inputs=inputs,
+        scale=ir.Weights(along(scale, shape, axes)),
+        shift=ir.Weights(along(shift, shape, axes)),
+        source=describe(layer),
+    )
+
+
+def axis_list(axis: Any) -> list[int]:
+    return [int(a) for a in axis] if isinstance(axis, list | tuple) else [int(axis)]
+
+
+def along(values: np.ndarray | float, shape: tuple[int, ...], axes: list[int]) -> np.ndarray:
+    """Statistics of the `axes` of a value of `shape`, repeated over its other axes, flat row-major."""
+    kept = [shape[a] if a in axes else 1 for a in range(len(shape))]
+    return np.broadcast_to(np.asarray(values, dtype=np.float64).reshape(kept), shape).ravel()
 
 
 @converts("Normalization", produces="Dense+Affine")

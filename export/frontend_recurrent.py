@@ -13,30 +13,51 @@ from typing import Any
 import numpy as np
 
 from export import ir
-from export.keras_frontend import Context, activation_name, converts, describe, input_tensor
+from export.keras_frontend import Context, Outputs, activation_name, converts, describe, input_tensor
 from export.layout import step_permutation
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
 MERGES = {"concat": "", "sum": "add", "mul": "mul", "ave": "add"}  # the Binary op of each merge
 
 
-@converts("Masking", produces="StepMask+Reshape")
+@converts("Masking", produces="StepMask+Reshape+Affine+Gather+Binary")
 def _masking(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
-    """A step mask, and a value of its own (an identity Reshape) that carries it to the layers fed from
-    it. Keras zeroes the masked steps, which is the identity only when the mask value is 0."""
+    """mask[t] = any(x[t, :] ≠ mask_value); y = x · mask[t] (Keras zeroes the masked steps). The mask flows
+    with a value of its own to the layers fed from it. With mask_value 0 the product is the identity, an
+    identity Reshape; otherwise the mask is the StepMask of x − mask_value (which is 0 exactly where x
+    equals it) and the product a Gather of each step's flag for its features and a Binary."""
     value = float(layer.get_config().get("mask_value", 0.0))
-    if value != 0.0:
-        raise ctx.unsupported(layer, f"mask_value {value} (only 0)")
     shape = tuple(int(d) for d in layer.input.shape[1:])
     if len(shape) != 2:
         raise ctx.unsupported(layer, f"masking an input of shape {shape} (only (steps, features))")
-    name = ctx.node_name(layer)
-    mask = ir.StepMask(
-        name=ctx.name_for(f"{name}_steps"), inputs=inputs, steps=shape[0], source=describe(layer)
-    )
-    node = ir.Reshape(name=name, inputs=inputs, shape=shape, source=describe(layer))
-    ctx.masks[node.name] = mask.name
-    return mask, node
+    if not np.isfinite(value):
+        raise ctx.unsupported(layer, f"mask_value {value} (a finite number)")
+    name, source = ctx.node_name(layer), describe(layer)
+    steps, features = shape
+    nodes: list[ir.Node] = []
+    compared = inputs[0]
+    if value != 0.0:
+        shifted = ir.Affine(
+            name=ctx.name_for(f"{name}_shifted"),
+            inputs=inputs,
+            scale=ir.Weights(np.ones(steps * features)),
+            shift=ir.Weights(np.full(steps * features, -value)),
+            source=source,
+        )
+        nodes.append(shifted)
+        compared = shifted.name
+    mask = ir.StepMask(name=ctx.name_for(f"{name}_steps"), inputs=(compared,), steps=steps, source=source)
+    nodes.append(mask)
+    if value == 0.0:
+        nodes.append(ir.Reshape(name=name, inputs=inputs, shape=shape, source=source))
+    else:
+        each = ir.Weights(np.repeat(np.arange(steps), features).astype(np.float32))
+        spread = ir.Gather(
+            name=ctx.name_for(f"{name}_each"), inputs=(mask.name,), indices=each, source=source
+        )
+        nodes += [spread, ir.Binary(name=name, inputs=(inputs[0], spread.name), op="mul", source=source)]
+    ctx.masks[name] = mask.name
+    return tuple(nodes)
 
 
 def cell_of(layer: Any, ctx: Context) -> str:
@@ -99,11 +120,12 @@ def _rnn(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
 
 
 @converts("Bidirectional", produces="Scan+Gather+Concatenate+Binary")
-def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
-    """Two scans, the backward one's sequence put back in time order, merged as `merge_mode` says."""
+def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...] | Outputs:
+    """Two scans, the backward one's sequence put back in time order, merged as `merge_mode` says; with
+    merge_mode=None they are the layer's two outputs [forward, backward], each keeping the mask."""
     mode = layer.merge_mode
-    if mode not in MERGES:
-        raise ctx.unsupported(layer, f"merge_mode={mode!r} (supported: {', '.join(MERGES)})")
+    if mode not in MERGES and mode is not None:
+        raise ctx.unsupported(layer, f"merge_mode={mode!r} (supported: {', '.join(MERGES)}, None)")
     name, steps = ctx.node_name(layer), sequence_steps(layer, ctx)
     forward = recurrent(layer.forward_layer, ctx.name_for(f"{name}_fw"), inputs[0], steps, ctx, layer)
     backward = recurrent(layer.backward_layer, ctx.name_for(f"{name}_bw"), inputs[0], steps, ctx, layer)
@@ -117,6 +139,10 @@ def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[i
         if forward.inputs[1:]:
             ctx.masks[name] = forward.inputs[1]
     parts = (forward.name, nodes[-1].name)
+    if mode is None:
+        if sequences and forward.inputs[1:]:
+            ctx.masks.update(dict.fromkeys(parts, forward.inputs[1]))
+        return Outputs(nodes=tuple(nodes), values=parts)
     nodes.extend(merge(mode, name, parts, steps if sequences else 1, units, backward.units, ctx, layer))
     return tuple(nodes)
 

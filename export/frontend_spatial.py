@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from export import ir
-from export.frontend_convolution import convolution, window_indices
+from export.frontend_convolution import convolution, window_indices, without_padding
 from export.keras_frontend import Context, converts, describe
 
 
@@ -44,8 +44,8 @@ def not_masked(layer: Any, inputs: tuple[str, ...], ctx: Context) -> None:
 def _conv1d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     config = layer.get_config()
     not_masked(layer, inputs, ctx)
-    if config.get("groups", 1) != 1 or config["padding"] == "causal":
-        raise ctx.unsupported(layer, f"padding={config['padding']!r}, groups={config.get('groups', 1)}")
+    if config.get("groups", 1) != 1:
+        raise ctx.unsupported(layer, f"groups={config.get('groups', 1)}")
     windows = window_indices(
         spatial_shape(layer, ctx),
         pair(config["kernel_size"], True),
@@ -64,24 +64,32 @@ def channel_windows(windows: np.ndarray, channels: int) -> np.ndarray:
 def pooled(
     layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray, mean: bool
 ) -> tuple[ir.Node, ...]:
-    """Gather each channel's windows, then their max (GroupMax) or mean (PatchDense by 1/size)."""
+    """Gather each channel's windows, then their max (GroupMax) or mean (PatchDense by 1/size). Keras pools
+    over the values inside the input only: with 'same' padding a max window reads one of its own values in
+    its padded places, and a mean is the window's sum times 1/(its count of values inside), an Affine."""
     not_masked(layer, inputs, ctx)
-    if (windows < 0).any():  # Keras pools over the real values only; a padded 0 would count
-        raise ctx.unsupported(layer, "'same' padding that pads (only windows inside the input)")
     name, size = ctx.node_name(layer), windows.shape[1]
+    padded = (windows < 0).any()
     gather = ir.Gather(
-        name=f"{name}_windows", inputs=inputs, indices=ir.Weights(windows.ravel()), source=describe(layer)
+        name=f"{name}_windows",
+        inputs=inputs,
+        indices=ir.Weights((windows if mean else without_padding(windows)).ravel()),
+        source=describe(layer),
     )
     if not mean:
         return gather, ir.GroupMax(name=name, inputs=(gather.name,), size=size, source=describe(layer))
     average = ir.PatchDense(
-        name=name,
+        name=f"{name}_sums" if padded else name,
         inputs=(gather.name,),
-        kernel=ir.Weights(np.full((size, 1), 1.0 / size)),
+        kernel=ir.Weights(np.full((size, 1), 1.0 if padded else 1.0 / size)),
         patches=len(windows),
         source=describe(layer),
     )
-    return gather, average
+    if not padded:
+        return gather, average
+    counts = (windows >= 0).sum(axis=1)
+    scale = ir.Weights(1.0 / counts)
+    return gather, average, ir.Affine(name=name, inputs=(average.name,), scale=scale, source=describe(layer))
 
 
 POOLS = {
@@ -92,7 +100,7 @@ POOLS = {
 
 
 @converts("MaxPooling1D", produces="Gather+GroupMax")
-@converts("AveragePooling1D", "AveragePooling2D", produces="Gather+PatchDense")
+@converts("AveragePooling1D", "AveragePooling2D", produces="Gather+PatchDense+Affine")
 def _pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     config, kind = layer.get_config(), type(layer).__name__
     shape, one_d = spatial_shape(layer, ctx), kind.endswith("1D")

@@ -24,9 +24,9 @@ from export.lowering import grouped_softmax, lower
 from export.names import SQL_KEYWORDS
 from export.passes import fold_linear_chains
 
-# A converter returns an IR node (or several, the last one being the layer's value), or the name of an
-# existing value when the layer is an identity.
-Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | tuple[ir.Node, ...] | str"]
+# A converter returns an IR node (or several, the last one being the layer's value), the name of an
+# existing value when the layer is an identity, or `Outputs` for a layer with several outputs.
+Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | tuple[ir.Node, ...] | str | Outputs"]
 CONVERTERS: dict[str, Converter] = {}
 # The IR node kind each Keras layer becomes ("identity" when it vanishes at inference).
 PRODUCES: dict[str, str] = {}
@@ -42,12 +42,23 @@ def converts(*class_names: str, produces: str) -> Callable[[Converter], Converte
     return register
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """What a layer with several outputs (a list of tensors) converts to: its nodes, and the value of each
+    output in Keras's order."""
+
+    nodes: tuple[ir.Node, ...]
+    values: tuple[str, ...]
+
+
 @dataclass
 class Context:
     target: str
     names: dict[str, str]
     masks: dict[str, str] = field(default_factory=dict)  # value name → the name of its step mask
     calls: dict[int, int] = field(default_factory=dict)  # id(layer) → times applied so far
+    arguments: dict[str, Any] = field(default_factory=dict)  # the keyword arguments of the current call
+    tensors: list[Any] = field(default_factory=list)  # the tensors the current call reads, in order
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
         return UnsupportedLayer(describe(layer), self.target, detail)
@@ -303,7 +314,39 @@ def positional_tensors(inbound: Any) -> list[Any]:
     import keras
 
     args = inbound.arguments.args if hasattr(inbound, "arguments") else inbound.call_args
-    return [item for item in keras.tree.flatten(list(args)) if hasattr(item, "_keras_history")]
+    kwargs = (inbound.arguments.kwargs if hasattr(inbound, "arguments") else inbound.call_kwargs) or {}
+    named = [kwargs[key] for key in INPUT_KEYWORDS if key in kwargs]  # mha(query=q, value=v)
+    return [item for item in keras.tree.flatten([*args, *named]) if hasattr(item, "_keras_history")]
+
+
+# Keyword arguments that are a layer's inputs (MultiHeadAttention's), after its positional ones.
+INPUT_KEYWORDS = ("query", "value", "key")
+
+
+def keyword_arguments(inbound: Any) -> dict[str, Any]:
+    """The keyword arguments a layer was called with (use_causal_mask=True, an attention_mask tensor, ...)."""
+    kwargs = (
+        inbound.arguments.kwargs if hasattr(inbound, "arguments") else getattr(inbound, "call_kwargs", {})
+    )
+    return dict(kwargs or {})
+
+
+def output_tensors(inbound: Any) -> list[Any]:
+    """The tensors one call of a layer returned, in order."""
+    import keras
+
+    return list(keras.tree.flatten(inbound.outputs))
+
+
+def carry_mask(tensor: Any, inputs: tuple[str, ...], result: str, ctx: Context) -> None:
+    """A layer that keeps its input's mask (Keras's default compute_mask for the layers that support
+    masking: LayerNormalization, Activation, ...) passes it on with its value, when Keras says the output is
+    masked, the converter set no mask itself, and the inputs carry exactly one mask."""
+    if result in ctx.masks or getattr(tensor, "_keras_mask", None) is None:
+        return
+    masks = {ctx.masks[name] for name in inputs if name in ctx.masks}
+    if len(masks) == 1:
+        ctx.masks[result] = masks.pop()
 
 
 def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph:
@@ -321,12 +364,19 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
             return values[id(tensor)]
         layer, node_index, _ = tensor._keras_history
         inbound = layer._inbound_nodes[node_index]
-        input_names = tuple(visit(t) for t in positional_tensors(inbound))
+        tensors = positional_tensors(inbound)
+        input_names = tuple(visit(t) for t in tensors)
         converter = CONVERTERS.get(type(layer).__name__)
         if converter is None:
             raise ctx.unsupported(layer)
         ctx.applying(layer)
+        ctx.arguments, ctx.tensors = keyword_arguments(inbound), tensors
         result = converter(layer, input_names, ctx)
+        if isinstance(result, Outputs):  # several outputs: each tensor of this call gets its value
+            nodes.extend(result.nodes)
+            for output, value in zip(output_tensors(inbound), result.values, strict=True):
+                values[id(output)] = value
+            return values[id(tensor)]
         if isinstance(result, tuple):  # a layer lowered to several nodes: the last one is its value
             nodes.extend(result)
             result = result[-1].name
@@ -334,6 +384,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
             nodes.append(result)
             result = result.name
         values[id(tensor)] = result
+        carry_mask(tensor, input_names, result, ctx)
         return result
 
     output, outputs = joined_outputs([visit(tensor) for tensor in model.outputs], model, nodes, ctx)
@@ -465,10 +516,13 @@ def is_legacy(model: Any) -> bool:
 # Converters kept in modules of their own register on import.
 from export import (  # noqa: E402, F401
     frontend_activations,
+    frontend_attention,
     frontend_convolution,
+    frontend_convolution_variants,
     frontend_embedding,
     frontend_merge,
     frontend_normalization,
     frontend_recurrent,
+    frontend_reshaping,
     frontend_spatial,
 )

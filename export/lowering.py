@@ -178,20 +178,39 @@ def lower_recurrent(node: ir.Recurrent) -> ir.Scan:
 
 
 def grouped_softmax(
-    name_for: Callable[[str], str], output: str, z: str, size: int, group: int, *, log: bool, source: str
+    name_for: Callable[[str], str],
+    output: str,
+    z: str,
+    size: int,
+    group: int,
+    *,
+    log: bool,
+    source: str,
+    floor: float | None = None,
 ) -> list[ir.Node]:
     """softmax, or log_softmax, over each of the size/group consecutive groups of `group` values (one
     group for a flat vector; one per step or position over the last axis), from primitives:
     d = z − max(group), s = Σ exp(d) per group (a PatchDense of ones), log_softmax = d − ln s and
-    softmax = exp(log_softmax). Every exp argument is ≤ 0 and every ln argument ≥ 1."""
+    softmax = exp(log_softmax). Every exp argument is ≤ 0 and every ln argument ≥ 1. With `floor`, d is
+    raised to at least `floor` (max(d, floor)) before its exp, so that masked values (z = −1e9, whose
+    weight is 0 to float precision) never reach an exp that underflows (PostgreSQL raises)."""
     groups = size // group
     each = ir.Weights(np.repeat(np.arange(groups), group).astype(np.float32))  # value k → its group
     names = {role: name_for(f"{output}_{role}") for role in ("max", "max_each", "d", "exp", "sum", "ln")}
     names |= {"ln_each": name_for(f"{output}_ln_each"), "log": output if log else name_for(f"{output}_log")}
+    floored: list[ir.Node] = []
+    if floor is not None:
+        low, raw = name_for(f"{output}_floor"), name_for(f"{output}_d_raw")
+        zero, floors = ir.Weights(np.zeros(size)), ir.Weights(np.full(size, floor))
+        floored = [
+            ir.Binary(name=raw, inputs=(z, names["max_each"]), op="sub", source=source),
+            ir.Affine(name=low, inputs=(raw,), scale=zero, shift=floors, source=source),
+            ir.Binary(name=names["d"], inputs=(raw, low), op="max", source=source),
+        ]
     nodes: list[ir.Node] = [
         ir.GroupMax(name=names["max"], inputs=(z,), size=group, source=source),
         ir.Gather(name=names["max_each"], inputs=(names["max"],), indices=each, source=source),
-        ir.Binary(name=names["d"], inputs=(z, names["max_each"]), op="sub", source=source),
+        *(floored or [ir.Binary(name=names["d"], inputs=(z, names["max_each"]), op="sub", source=source)]),
         ir.ActivationNode(name=names["exp"], inputs=(names["d"],), activation="exponential", source=source),
         ir.PatchDense(
             name=names["sum"],
