@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from export import ir
-from export.keras_frontend import LOWERED_ACTIVATIONS, PRODUCES
+from export.keras_frontend import LOWERED_ACTIVATIONS, PRODUCES, REFUSES
 from export.lowering import BODY_KINDS
 from export.target import TARGETS
 
@@ -51,6 +51,8 @@ def markdown_table() -> str:
     activations = set(next(iter(TARGETS.values())).capabilities.activations) - set(ir.INTERNAL_ACTIVATIONS)
     activations |= set(LOWERED_ACTIVATIONS)  # built from primitives by the front end
     lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
+    lines += ["", "Refused with one line naming the layer and the option, before anything is written:", ""]
+    lines += [f"- {layer}: {REFUSES[layer]}" for layer in sorted(REFUSES)]
     return "\n".join(lines)
 
 

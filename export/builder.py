@@ -143,6 +143,24 @@ class Builder:
         self.nodes.extend(nodes)
         return nodes[-1].name
 
+    def standardized(
+        self, role: str, x: str, size: int, group: int, epsilon: float, centre: bool = True
+    ) -> str:
+        """Per consecutive group: (x − mean) / sqrt(variance + epsilon), the variance the mean of the
+        squared deviations; with centre=False, x / sqrt(variance + epsilon)."""
+        groups = size // group
+        mean = self.patches(f"{role}_mean", x, np.full((group, 1), 1.0 / group), groups)
+        deviations = self.binary(
+            f"{role}_centred", "sub", x, self.spread(f"{role}_mean_each", mean, groups, group)
+        )
+        squares = self.binary(f"{role}_squares", "mul", deviations, deviations)
+        variance = self.patches(
+            f"{role}_variance", squares, np.full((group, 1), 1.0 / group), groups, np.array([epsilon])
+        )
+        inverse = self.activate(f"{role}_inverse", variance, "rsqrt")
+        each = self.spread(f"{role}_inverse_each", inverse, groups, group)
+        return self.binary(role, "mul", deviations if centre else x, each)
+
     def normalized(
         self, role: str, x: str, shape: tuple[int, ...], axis: int, floor: float
     ) -> tuple[str, tuple[int, ...]]:

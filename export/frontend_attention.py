@@ -87,7 +87,11 @@ def query_masked(build: Builder, output: str, query_mask: str | None, steps: int
     return build.binary("", "mul", output, each)
 
 
-@converts("Attention", produces="Gather+Binary+PatchDense+Affine+ActivationNode+GroupMax")
+@converts(
+    "Attention",
+    produces="Gather+Binary+PatchDense+Affine+ActivationNode+GroupMax",
+    refuses="inputs other than (steps, features) sequences",
+)
 def _attention(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...] | Outputs:
     config = layer.get_config()
     shapes = shapes_of(layer, ctx, len(inputs))
@@ -130,7 +134,11 @@ def concat_scores(
     return build.patches("raw_scores", bent, np.full((dim, 1), weight), tq * tk)
 
 
-@converts("MultiHeadAttention", produces="PatchDense+Gather+Binary+Affine+ActivationNode+GroupMax")
+@converts(
+    "MultiHeadAttention",
+    produces="PatchDense+Gather+Binary+Affine+ActivationNode+GroupMax",
+    refuses="an attention_mask tensor, attention_axes, sliding_window, use_gate, a multi-axis output_shape",
+)
 def _multi_head_attention(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...] | Outputs:
     config = layer.get_config()
     refused = {

@@ -24,6 +24,8 @@ from export.frontend_convolution import convolution, window_indices
 from export.frontend_spatial import not_masked, pair, spatial_shape
 from export.keras_frontend import Context, converts
 
+CHANNELS_FIRST = "data_format='channels_first', a masked input"
+
 
 def options(layer: Any, ctx: Context) -> tuple[bool, dict[str, Any]]:
     """(one-dimensional, config), refusing what none of these lowerings computes."""
@@ -60,7 +62,7 @@ def transposed_windows(
     return index.reshape(out[0] * out[1], -1)
 
 
-@converts("Conv1DTranspose", "Conv2DTranspose", produces="Gather+PatchDense")
+@converts("Conv1DTranspose", "Conv2DTranspose", produces="Gather+PatchDense", refuses=CHANNELS_FIRST)
 def _conv_transpose(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     one_d, config = options(layer, ctx)
     not_masked(layer, inputs, ctx)
@@ -99,7 +101,7 @@ def depthwise_windows(layer: Any, ctx: Context) -> np.ndarray:
     )
 
 
-@converts("DepthwiseConv1D", "DepthwiseConv2D", produces="Gather+PatchDense")
+@converts("DepthwiseConv1D", "DepthwiseConv2D", produces="Gather+PatchDense", refuses=CHANNELS_FIRST)
 def _depthwise(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     not_masked(layer, inputs, ctx)
     windows = depthwise_windows(layer, ctx)
@@ -107,7 +109,7 @@ def _depthwise(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.No
     return convolution(layer, inputs, ctx, windows, kernel)
 
 
-@converts("SeparableConv1D", "SeparableConv2D", produces="Gather+PatchDense")
+@converts("SeparableConv1D", "SeparableConv2D", produces="Gather+PatchDense", refuses=CHANNELS_FIRST)
 def _separable(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     not_masked(layer, inputs, ctx)
     windows = depthwise_windows(layer, ctx)

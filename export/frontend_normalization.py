@@ -1,5 +1,7 @@
-"""Keras normalisation layers as diagonal linear maps (inference statistics baked in): the front end's
-fold pass (export/passes.py) then multiplies them into the neighbouring Dense layer.
+"""Keras normalisation layers. With inference statistics baked in, BatchNormalization and Normalization are
+diagonal linear maps, which the front end's fold pass (export/passes.py) multiplies into the neighbouring
+Dense layer; LayerNormalization, GroupNormalization and UnitNormalization compute their statistics per
+row from primitives (export/builder.py).
 
 BatchNormalization: (x − moving_mean) / sqrt(moving_variance + epsilon) · gamma + beta.
 Normalization:      (x − mean) / max(sqrt(variance), 1e-7), or its inverse with `invert=True`.
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from export import ir
+from export.builder import Builder, moved_last
 from export.keras_frontend import Context, converts, describe
 
 KERAS_EPSILON = 1e-7  # keras.backend.epsilon(), Normalization's floor on the standard deviation
@@ -97,52 +100,88 @@ def _normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node
     return affine(layer, inputs, ctx, 1.0 / deviation, -mean / deviation)
 
 
-def check_last_axis(layer: Any, ctx: Context, rank: int) -> None:
-    config = layer.get_config()
-    axis = config.get("axis", -1)
-    if (axis[0] if isinstance(axis, list) and len(axis) == 1 else axis) not in (-1, rank) or config.get(
-        "rms_scaling"
-    ):
-        raise ctx.unsupported(
-            layer, f"axis={axis}, rms_scaling={config.get('rms_scaling')} (only the last axis)"
-        )
+def normalised_axes(layer: Any, shape: tuple[int, ...], ctx: Context) -> tuple[int, ...]:
+    """The layer's `axis` option as sorted axes of the row (0 is the first axis after the batch's)."""
+    option = layer.get_config()["axis"]
+    axes = sorted({(a if a >= 0 else a + len(shape) + 1) - 1 for a in axis_list(option)})
+    if not axes or axes[0] < 0 or axes[-1] >= len(shape):
+        raise ctx.unsupported(layer, f"axis {option} of an input of shape {shape}")
+    return tuple(axes)
 
 
-@converts("LayerNormalization", produces="PatchDense+Binary+ActivationNode+Affine")
+def weight_or(layer: Any, name: str, default: float, size: int) -> np.ndarray:
+    value = getattr(layer, name, None)
+    return np.full(size, default) if value is None else numbers(value).ravel()
+
+
+def grouped_last(
+    build: Builder, x: str, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> tuple[str, np.ndarray | None]:
+    """x with `axes` moved last (nothing to do when they are last already), and the Gather indices that
+    put the values back (None when nothing moved)."""
+    order = moved_last(shape, axes)
+    if np.array_equal(order, np.arange(order.size)):
+        return x, None
+    return build.gather("moved", x, order), np.argsort(order)
+
+
+@converts("LayerNormalization", produces="PatchDense+Gather+Binary+ActivationNode+Affine")
 def _layer_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
-    """Over the last axis of each position: centred = x·(I − 1/F), variance = mean(centred²) + epsilon,
-    y = centred · rsqrt(variance) · gamma + beta; the per-position products are PatchDense nodes."""
+    """Over the axes of each position (the last by default): y = (x − mean) / sqrt(variance + epsilon) ·
+    gamma + beta; with rms_scaling (deprecated in Keras, kept as it computes): y = x / sqrt(variance +
+    epsilon) · gamma, the variance still about the mean. Axes other than the last are moved last by a
+    Gather first, and back after."""
     config, shape = layer.get_config(), tuple(int(d) for d in layer.input.shape[1:])
-    check_last_axis(layer, ctx, len(shape))
-    features, positions = shape[-1], int(np.prod(shape[:-1]))
-    name, source = ctx.node_name(layer), describe(layer)
-
-    def node_name(role: str) -> str:
-        return ctx.name_for(f"{name}_{role}")
-
-    def per_position(role: str, x: str, kernel: np.ndarray, bias: np.ndarray | None = None) -> ir.PatchDense:
-        weights = ir.Weights(bias) if bias is not None else None
-        kernel_weights = ir.Weights(kernel)
-        return ir.PatchDense(
-            name=node_name(role),
-            inputs=(x,),
-            kernel=kernel_weights,
-            bias=weights,
-            patches=positions,
-            source=source,
-        )
-
-    centred = per_position("centred", inputs[0], np.eye(features) - 1.0 / features)
-    squared = ir.Binary(name=node_name("squared"), inputs=(centred.name,) * 2, op="mul", source=source)
-    epsilon = np.array([float(config.get("epsilon", 1e-3))])
-    variance = per_position("variance", squared.name, np.full((features, 1), 1.0 / features), epsilon)
-    inverse = ir.ActivationNode(
-        name=node_name("inverse"), inputs=(variance.name,), activation="rsqrt", source=source
+    axes = normalised_axes(layer, shape, ctx)
+    size, features = int(np.prod(shape)), int(np.prod([shape[a] for a in axes]))
+    build = Builder(ctx.name_for, ctx.node_name(layer), describe(layer))
+    x, back = grouped_last(build, inputs[0], shape, axes)
+    epsilon = float(config.get("epsilon", 1e-3))
+    value = build.standardized("normalised", x, size, features, epsilon, centre=not config.get("rms_scaling"))
+    gamma, beta = weight_or(layer, "gamma", 1.0, features), weight_or(layer, "beta", 0.0, features)
+    positions = size // features
+    build.affine(
+        "scaled" if back is not None else "", value, np.tile(gamma, positions), np.tile(beta, positions)
     )
-    spread = per_position("spread", inverse.name, np.ones((1, features)))
-    scaled = ir.Binary(name=node_name("scaled"), inputs=(centred.name, spread.name), op="mul", source=source)
-    gamma = numbers(layer.gamma) if config.get("scale", True) else np.ones(features)
-    beta = numbers(layer.beta) if config.get("center", True) else np.zeros(features)
-    scale, shift = ir.Weights(np.tile(gamma.ravel(), positions)), ir.Weights(np.tile(beta.ravel(), positions))
-    output = ir.Affine(name=name, inputs=(scaled.name,), scale=scale, shift=shift, source=source)
-    return centred, squared, variance, inverse, spread, scaled, output
+    if back is not None:
+        build.gather("", build.nodes[-1].name, back)
+    return tuple(build.nodes)
+
+
+@converts("GroupNormalization", produces="PatchDense+Gather+Binary+ActivationNode+Affine")
+def _group_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """The channels (axis, the last by default) split into `groups` consecutive groups; over each group
+    and every position, y = (x − mean) / sqrt(variance + epsilon), then · gamma + beta per channel. The
+    values of each group are gathered together first, and put back after."""
+    config, shape = layer.get_config(), tuple(int(d) for d in layer.input.shape[1:])
+    (axis,) = normalised_axes(layer, shape, ctx)
+    groups, channels = int(config["groups"]), shape[axis]
+    size, per_group = int(np.prod(shape)), int(np.prod(shape)) // groups
+    split = (*shape[:axis], groups, channels // groups, *shape[axis + 1 :])
+    order = moved_last(split, tuple(a for a in range(len(split)) if a != axis))  # group first
+    build = Builder(ctx.name_for, ctx.node_name(layer), describe(layer))
+    grouped = build.gather("grouped", inputs[0], order)
+    value = build.standardized("normalised", grouped, size, per_group, float(config.get("epsilon", 1e-3)))
+    restored = build.gather("restored", value, np.argsort(order))
+    gamma, beta = weight_or(layer, "gamma", 1.0, channels), weight_or(layer, "beta", 0.0, channels)
+    build.affine("", restored, along(gamma, shape, [axis]), along(beta, shape, [axis]))
+    return tuple(build.nodes)
+
+
+UNIT_EPSILON = 1e-12  # UnitNormalization's floor on the norm
+
+
+@converts("UnitNormalization", produces="PatchDense+Gather+Binary+ActivationNode+Affine")
+def _unit_normalization(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """y = x / max(‖x‖, 1e-12) over the axes (ops.normalize: x · min(rsqrt(Σ x²), 1e12))."""
+    shape = tuple(int(d) for d in layer.input.shape[1:])
+    axes = normalised_axes(layer, shape, ctx)
+    build = Builder(ctx.name_for, ctx.node_name(layer), describe(layer))
+    x, back = grouped_last(build, inputs[0], shape, axes)
+    size, group = int(np.prod(shape)), int(np.prod([shape[a] for a in axes]))
+    inverse = build.inverse_norms("inverse", x, size, group, UNIT_EPSILON**2)
+    each = build.spread("each", inverse, size // group, group)
+    build.binary("scaled" if back is not None else "", "mul", x, each)
+    if back is not None:
+        build.gather("", build.nodes[-1].name, back)
+    return tuple(build.nodes)

@@ -17,6 +17,7 @@ from export.keras_frontend import Context, Outputs, activation_name, converts, d
 from export.layout import step_permutation
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
+RNN_OPTIONS = "return_state, stateful, time_major, sequences of variable length"
 MERGES = {"concat": "", "sum": "add", "mul": "mul", "ave": "add"}  # the Binary op of each merge
 
 
@@ -111,7 +112,7 @@ def sequence_steps(layer: Any, ctx: Context) -> int:
     return int(tensor.shape[1])
 
 
-@converts("GRU", "LSTM", "SimpleRNN", produces="Scan")
+@converts("GRU", "LSTM", "SimpleRNN", produces="Scan", refuses=RNN_OPTIONS)
 def _rnn(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     node = recurrent(layer, ctx.node_name(layer), inputs[0], sequence_steps(layer, ctx), ctx, layer)
     if node.return_sequences and node.inputs[1:]:
@@ -119,7 +120,7 @@ def _rnn(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node:
     return node
 
 
-@converts("Bidirectional", produces="Scan+Gather+Concatenate+Binary")
+@converts("Bidirectional", produces="Scan+Gather+Concatenate+Binary", refuses=RNN_OPTIONS)
 def _bidirectional(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...] | Outputs:
     """Two scans, the backward one's sequence put back in time order, merged as `merge_mode` says; with
     merge_mode=None they are the layer's two outputs [forward, backward], each keeping the mask."""

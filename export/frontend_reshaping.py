@@ -77,7 +77,11 @@ def _up_sampling1d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Gath
     return moved(layer, inputs, ctx, np.repeat(np.arange(steps * channels).reshape(steps, channels), size, 0))
 
 
-@converts("UpSampling2D", produces="Gather+Affine+PatchDense")
+@converts(
+    "UpSampling2D",
+    produces="Gather+Affine+PatchDense",
+    refuses="interpolation bicubic or lanczos, data_format='channels_first'",
+)
 def _up_sampling2d(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     """nearest: y[r, c, k] = x[r // size_r, c // size_c, k]. bilinear: TensorFlow's resize with half-pixel
     centres, source row (r + 0.5) / size_r − 0.5 clamped to the image, interpolated between its two

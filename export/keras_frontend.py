@@ -30,13 +30,17 @@ Converter = Callable[[Any, tuple[str, ...], "Context"], "ir.Node | tuple[ir.Node
 CONVERTERS: dict[str, Converter] = {}
 # The IR node kind each Keras layer becomes ("identity" when it vanishes at inference).
 PRODUCES: dict[str, str] = {}
+# The options of a layer that its converter refuses, in words, for the support table.
+REFUSES: dict[str, str] = {}
 
 
-def converts(*class_names: str, produces: str) -> Callable[[Converter], Converter]:
+def converts(*class_names: str, produces: str, refuses: str = "") -> Callable[[Converter], Converter]:
     def register(function: Converter) -> Converter:
         for class_name in class_names:
             CONVERTERS[class_name] = function
             PRODUCES[class_name] = produces
+            if refuses:
+                REFUSES[class_name] = refuses
         return function
 
     return register

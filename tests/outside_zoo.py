@@ -215,6 +215,37 @@ def cross_attention() -> keras.Model:
     return keras.Model([target, source], head(layers.Concatenate(name="joined")(parts)))
 
 
+def normalisation_variants() -> keras.Model:
+    """LayerNormalization over the steps, over two axes, without centre and scale, and with rms_scaling;
+    GroupNormalization of an image's channels; UnitNormalization of a vector and of each step."""
+    sequence = keras.Input((5, 4), name="sequence")
+    over_steps = layers.LayerNormalization(axis=1, name="ln_steps")(sequence)
+    bare = layers.LayerNormalization(center=False, scale=False, name="ln_bare")(sequence)
+    rms = layers.LayerNormalization(rms_scaling=True, name="ln_rms")(sequence)
+    image = keras.Input((3, 3, 4), name="image")
+    both = layers.LayerNormalization(axis=[1, 3], name="ln_rows_channels")(image)
+    grouped = layers.GroupNormalization(groups=2, name="group_norm")(layers.Conv2D(4, 2, name="conv")(image))
+    vector = keras.Input((6,), name="vector")
+    unit = layers.UnitNormalization(name="unit")(layers.Dense(4, name="dense")(vector))
+    unit_steps = layers.UnitNormalization(axis=1, name="unit_steps")(sequence)
+    parts = [layers.Flatten()(v) for v in (over_steps, bare, rms, both, grouped, unit_steps)] + [unit]
+    return keras.Model([sequence, image, vector], head(layers.Concatenate(name="joined")(parts)))
+
+
+def category_encoding() -> keras.Model:
+    """CategoryEncoding of integer columns: one_hot of a single category, multi_hot and count of a bag
+    of categories, beside numeric features (the structured-data example's wide part)."""
+    colour = keras.Input((1,), dtype="int32", name="colour")
+    tags = keras.Input((4,), dtype="int32", name="tags")
+    numbers = keras.Input((3,), name="numbers")
+    one_hot = layers.CategoryEncoding(num_tokens=TOKENS, output_mode="one_hot", name="one_hot")(colour)
+    multi_hot = layers.CategoryEncoding(num_tokens=TOKENS, output_mode="multi_hot", name="multi_hot")(tags)
+    count = layers.CategoryEncoding(num_tokens=TOKENS, output_mode="count", name="count")(tags)
+    joined = layers.Concatenate(name="joined")([one_hot, multi_hot, count, numbers])
+    hidden = layers.Dense(6, activation="relu", name="hidden")(joined)
+    return keras.Model([colour, tags, numbers], head(hidden))
+
+
 @dataclass(frozen=True)
 class Entry:
     build: Callable[[], keras.Model]
@@ -236,6 +267,8 @@ ZOO: dict[str, Entry] = {
     "dot_products": Entry(dot_products),
     "transformer_block": Entry(transformer_block),
     "cross_attention": Entry(cross_attention),
+    "normalisation_variants": Entry(normalisation_variants),
+    "category_encoding": Entry(category_encoding),
 }
 
 

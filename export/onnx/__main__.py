@@ -28,7 +28,7 @@ def convert(model, path: Path) -> None:
     """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients."""
     import onnx
 
-    from export.onnx.tf2onnx_ops import register
+    from export.onnx.tf2onnx_ops import fix_transposed_padding, register
 
     register()
     try:
@@ -41,6 +41,7 @@ def convert(model, path: Path) -> None:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
     graph_model = onnx.load(str(path))
+    fix_transposed_padding(graph_model)
     renamed = dict(zip((o.name for o in graph_model.graph.output), output_names(model), strict=True))
     for node in graph_model.graph.node:
         node.output[:] = [renamed.get(name, name) for name in node.output]
@@ -85,7 +86,13 @@ def legacy_to_onnx(model, path: Path) -> None:
 def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    try:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ExportError(
+            f"onnxruntime cannot load the converted model for target '{TARGET}': {first}"
+        ) from None
     feeds: dict[str, np.ndarray] = {
         i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
     }
