@@ -105,7 +105,8 @@ def depthwise_windows(layer: Any, ctx: Context) -> np.ndarray:
 def _depthwise(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
     not_masked(layer, inputs, ctx)
     windows = depthwise_windows(layer, ctx)
-    kernel = depthwise_kernel(np.asarray(layer.kernel.numpy()))
+    weights = layer.depthwise_kernel if hasattr(layer, "depthwise_kernel") else layer.kernel  # tf.keras
+    kernel = depthwise_kernel(np.asarray(weights.numpy()))
     return convolution(layer, inputs, ctx, windows, kernel)
 
 

@@ -45,9 +45,9 @@ def mixed_layers(seed: int = 2) -> keras.Model:
 
 def with_unsupported_layer() -> keras.Model:
     inputs = keras.Input((10,), name="features")
-    x = keras.layers.Dense(4)(inputs)
-    x = keras.layers.UnitNormalization(name="unit_norm")(x)
-    outputs = keras.layers.Dense(3, activation="softmax")(x)
+    x = keras.layers.Reshape((2, 2, 1, 1))(keras.layers.Dense(4)(inputs))
+    x = keras.layers.Conv3D(2, 1, name="conv3d")(x)  # volumes: no SQL target compiles Conv3D
+    outputs = keras.layers.Dense(3, activation="softmax")(keras.layers.Flatten()(x))
     return keras.Model(inputs, outputs)
 
 

@@ -40,7 +40,7 @@ def test_unsupported_layer_names_layer_and_target():
     with pytest.raises(UnsupportedLayer) as caught:
         to_ir(models.with_unsupported_layer(), target="duckdb")
     message = str(caught.value)
-    assert "'unit_norm' (UnitNormalization)" in message and "'duckdb'" in message
+    assert "'conv3d' (Conv3D)" in message and "'duckdb'" in message
 
 
 def test_unsupported_activation_names_it():

@@ -1,22 +1,29 @@
-"""The outside-style zoo (tests/outside_zoo.py) × every target: each model is built and saved once, exported
-to each target through its command (whose own gate checks parity on its sample rows), then 60 rows of the
-zoo's own (padded with the model's mask value, token indices with padding) are scored in one query per
-target and compared with Keras: max |Δp| ≤ 1e-5 (float32 parity), the same classes. The PostgreSQL
-targets share one database, each model under its own name."""
+"""The outside-style zoo (tests/outside_zoo.py) × every target. Each model is built, saved and compiled
+once (the pipeline's `prepare`: load, IR, TensorFlow's scores of the gate's sample rows), then published
+to each database target by the product's own `publish`, whose gate checks parity on those rows; ONNX goes
+through its command (tf2onnx converts the Keras model itself). Then 60 rows of the zoo's own (sequences
+padded with the model's mask value, token indices with padding) are scored in one query per target and
+compared with Keras: max |Δp| ≤ 1e-5 (float32 parity) and the same classes. The PostgreSQL targets share
+one database, each model under a name of its own per kernel."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import psycopg
 import pytest
 
+from export.pipeline import ExportRequest, Prepared, prepare, publish
+from export.target import TARGETS
 from tests import models, outside_zoo
-from tests.export.conftest import executor
+from tests.export.executors import OnnxExecutor, OracleScriptExecutor
 
-TARGETS = [
+GATE_ROWS = 50  # the gate's sample rows per export (the product's default is 1,000)
+TARGET_PARAMS = [
     pytest.param("duckdb", marks=pytest.mark.duckdb),
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("postgres+plpython", marks=pytest.mark.postgres),
@@ -24,36 +31,36 @@ TARGETS = [
     pytest.param("oracle", marks=pytest.mark.oracle),
     "onnx",
 ]
+PREFIXES = {"duckdb": "z", "postgres": "p", "postgres+plpython": "py", "postgres+cube": "pc", "oracle": "z"}
+KERNELS = {"postgres": "plpgsql", "postgres+plpython": "plpython", "postgres+cube": "cube"}
 
 
-PREFIXES = {"postgres": "p", "postgres+plpython": "py", "postgres+cube": "pc", "duckdb": "z", "oracle": "z"}
-PREFIXES["onnx"] = "z"
+class Compiled:
+    """One zoo model, built and compiled once for every target."""
+
+    def __init__(self, name: str, directory: Path) -> None:
+        from export.duckdb.generator import CAPABILITIES
+
+        self.model = outside_zoo.build(name)
+        self.path = models.save(self.model, directory)
+        self.rows = outside_zoo.rows(name, self.model)
+        predicted = self.model.predict(self.rows if len(self.rows) > 1 else self.rows[0], verbose=0)
+        parts = predicted if isinstance(predicted, list) else [predicted]
+        self.expected = np.concatenate([np.asarray(p).reshape(len(p), -1) for p in parts], axis=1)
+        self.request = ExportRequest(self.path, name, sample_rows=GATE_ROWS)
+        self.prepared: Prepared = prepare(self.request, CAPABILITIES)
 
 
 @pytest.fixture(scope="session")
-def outside_model(tmp_path_factory):
-    """Each zoo model built and saved once: name → (model, path, rows, Keras's probabilities)."""
-    built: dict[str, tuple] = {}
+def compiled(tmp_path_factory):
+    built: dict[str, Compiled] = {}
 
-    def get(name: str):
+    def get(name: str) -> Compiled:
         if name not in built:
-            model = outside_zoo.build(name)
-            path = models.save(model, tmp_path_factory.mktemp(name))
-            x = outside_zoo.rows(name, model)
-            expected = model.predict(x if len(x) > 1 else x[0], verbose=0)
-            built[name] = (
-                model,
-                path,
-                x,
-                np.asarray(expected if not isinstance(expected, list) else joined(expected)),
-            )
+            built[name] = Compiled(name, tmp_path_factory.mktemp(name))
         return built[name]
 
     return get
-
-
-def joined(outputs: list) -> np.ndarray:
-    return np.concatenate([np.asarray(part).reshape(len(part), -1) for part in outputs], axis=1)
 
 
 @pytest.fixture(scope="module")
@@ -65,57 +72,81 @@ def shared_database(postgres_server):
     return postgres_server.dsn("outside_zoo")
 
 
-class SharedDatabase:
-    """Lets `executor` build a PostgreSQL executor on the module's shared database."""
+def published(target: str, zoo: Compiled, name: str, where: Path | str) -> None:
+    """The compiled model checked against the target's capabilities and published, gate included."""
+    from export.duckdb.store import DuckDBStore
+    from export.postgres.store import PostgresStore
 
-    def __init__(self, request, dsn: str | None) -> None:
-        self.request, self.dsn = request, dsn
+    TARGETS[target].capabilities.check(zoo.prepared.graph)
+    request = replace(zoo.request, name=name)
+    if target == "duckdb":
+        store = DuckDBStore(Path(where) / "models.duckdb", progress=False)
+    else:
+        store = PostgresStore(str(where), progress=False, kernel=KERNELS[target])
+    try:
+        publish(store, request, zoo.prepared, target)
+    finally:
+        store.close()
 
-    def getfixturevalue(self, name: str):
-        return self.dsn if name == "postgres_dsn" else self.request.getfixturevalue(name)
 
-
-def scored(scorer, name: str, inputs: list[np.ndarray]) -> np.ndarray:
-    """Every row's probabilities from one query (DuckDB, PostgreSQL) or one batch (ONNX, Oracle's
-    interpreter row by row)."""
+def scored_in_database(target: str, name: str, where: Path | str, inputs: list[np.ndarray]) -> np.ndarray:
+    """Every row's probabilities from one query."""
     flat = [x.reshape(len(x), -1).astype(np.float64).tolist() for x in inputs]
     marks = range(len(inputs))
-    if scorer.target == "duckdb":
+    if target == "duckdb":
         columns = ", ".join(f"unnest(?::DOUBLE[][]) AS x{k}" for k in marks)
         sql = (
             f"SELECT {name}.predict_proba({', '.join(f'x{k}' for k in marks)}) FROM "
             f"(SELECT {columns}, generate_subscripts(?::DOUBLE[][], 1) AS i) ORDER BY i"
         )
-        with duckdb.connect(str(scorer.db), read_only=True) as con:
+        with duckdb.connect(str(Path(where) / "models.duckdb"), read_only=True) as con:
             return np.array([row[0] for row in con.execute(sql, [*flat, flat[0]]).fetchall()])
-    if scorer.target.startswith("postgres"):
-        arguments = ", ".join(
-            f"ARRAY(SELECT e::float8 FROM jsonb_array_elements_text(j->{k}) e)" for k in marks
-        )
-        sql = (
-            f"SELECT {name}.predict_proba({arguments}) FROM jsonb_array_elements(%s::jsonb) "
-            "WITH ORDINALITY AS t(j, i) ORDER BY i"
-        )
-        rows = [list(row) for row in zip(*flat, strict=True)]
-        with psycopg.connect(scorer.dsn) as con:
-            return np.array([row[0] for row in con.execute(sql, [json.dumps(rows)]).fetchall()])
-    return scorer.predict_inputs(name, inputs)
+    arguments = ", ".join(f"ARRAY(SELECT e::float8 FROM jsonb_array_elements_text(j->{k}) e)" for k in marks)
+    sql = (
+        f"SELECT {name}.predict_proba({arguments}) FROM jsonb_array_elements(%s::jsonb) "
+        "WITH ORDINALITY AS t(j, i) ORDER BY i"
+    )
+    rows = [list(row) for row in zip(*flat, strict=True)]
+    with psycopg.connect(str(where)) as con:
+        return np.array([row[0] for row in con.execute(sql, [json.dumps(rows)]).fetchall()])
+
+
+def scored_by_oracle_scripts(zoo: Compiled, name: str, directory: Path) -> np.ndarray:
+    """The --script-only scripts written from the compiled model, parsed as PL/SQL and run by the
+    independent numpy interpreter of their BLAS calls."""
+    import parseora
+
+    from export.oracle.generator import check_weights_finite
+    from export.oracle.script import write_scripts
+
+    TARGETS["oracle"].capabilities.check(zoo.prepared.graph)
+    check_weights_finite(zoo.prepared.graph)
+    write_scripts(directory, replace(zoo.request, name=name), zoo.prepared, 1)
+    package = (directory / "03_package_v1.sql").read_text()
+    assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
+    scorer = OracleScriptExecutor(directory.parent)
+    scorer.directory = directory
+    return scorer.predict_inputs(name, zoo.rows)
+
+
+def scored_by_onnx(zoo: Compiled, name: str, directory: Path) -> np.ndarray:
+    scorer = OnnxExecutor(directory)
+    assert scorer.export(zoo.path, name, "--sample-rows", str(GATE_ROWS)) == 0
+    return scorer.predict_inputs(name, zoo.rows)
 
 
 @pytest.mark.parametrize("name", list(outside_zoo.ZOO))
-@pytest.mark.parametrize("target", TARGETS)
-def test_outside_zoo_scores_like_keras(target, name, outside_model, request, tmp_path):
-    needs_database = target.startswith("postgres")
-    dsn = request.getfixturevalue("shared_database") if needs_database else None
-    scorer = executor(target, SharedDatabase(request, dsn), tmp_path)
-    model_name = f"{PREFIXES[target]}_{name}"[:25]
-    _, path, x, expected = outside_model(name)
-    assert scorer.export(path, model_name) == 0
-    if target == "oracle":  # the package parses as PL/SQL, loops and all
-        import parseora
-
-        package = (scorer.directory / "03_package_v1.sql").read_text()
-        assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
-    actual = scored(scorer, model_name, x)
-    assert np.abs(actual - expected).max() <= 1e-5
-    assert (actual.argmax(1) == expected.argmax(1)).all()
+@pytest.mark.parametrize("target", TARGET_PARAMS)
+def test_outside_zoo_scores_like_keras(target, name, compiled, request, tmp_path):
+    zoo = compiled(name)
+    model_name = f"{PREFIXES.get(target, 'z')}_{name}"[:25]
+    if target == "oracle":
+        actual = scored_by_oracle_scripts(zoo, model_name, tmp_path / "scripts")
+    elif target == "onnx":
+        actual = scored_by_onnx(zoo, model_name, tmp_path)
+    else:
+        where = request.getfixturevalue("shared_database") if target in KERNELS else tmp_path
+        published(target, zoo, model_name, where)
+        actual = scored_in_database(target, model_name, where, zoo.rows)
+    assert np.abs(actual - zoo.expected).max() <= 1e-5
+    assert (actual.argmax(1) == zoo.expected.argmax(1)).all()

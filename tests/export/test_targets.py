@@ -118,7 +118,7 @@ def test_unsupported_layer_fails_and_creates_nothing(target, tmp_path, capsys):
     before = target.snapshot()
     assert target.export(models.save(models.with_unsupported_layer(), tmp_path / "ln")) == 2
     err = capsys.readouterr().err
-    assert "'unit_norm' (UnitNormalization)" in err and f"'{target.target}'" in err
+    assert "'conv3d' (Conv3D)" in err and f"'{target.target}'" in err
     assert target.snapshot() == before
 
 
