@@ -12,8 +12,10 @@ below 32 in size, and a row with every score masked gets equal weights either wa
 
 MultiHeadAttention: per head n, Q = x_q·W_q[:, n] + b_q[n] (key_dim values per step), K and V likewise from
 the key and value inputs, scores = Q·Kᵀ / sqrt(key_dim), masked as above by the attention mask (query mask
-× value mask × key mask × causal × the attention_mask argument is not read: refused), softmax over the
-value steps, O_n = weights·V; the output is Σ_n O_n·W_o[n] + b_o. The query's mask flows on.
+× value mask × key mask × causal; an attention_mask argument is refused), softmax over the value steps,
+O_n = weights·V; the output is Σ_n O_n·W_o[n] + b_o. The query's mask flows on. Masked positions are
+replaced by −1e9 there too (Keras's dot_product_attention does so), so a fully masked query step attends
+to every value step equally and its output is not zero.
 """
 
 from __future__ import annotations
@@ -151,7 +153,12 @@ def _multi_head_attention(layer: Any, inputs: tuple[str, ...], ctx: Context) -> 
     }
     if any(refused.values()):
         raise ctx.unsupported(
-            layer, ", ".join(f"{key}={config.get(key, '...')!r}" for key, bad in refused.items() if bad)
+            layer,
+            ", ".join(
+                f"{key}={config[key]!r}" if key in config else f"an {key} tensor"
+                for key, bad in refused.items()
+                if bad
+            ),
         )
     query, value, key = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else inputs[1]
     heads, key_dim = int(config["num_heads"]), int(config["key_dim"])

@@ -30,7 +30,7 @@ def affine(x, scale, shift):
     return x * scale if shift is None else x * scale + shift
 
 def step_mask(x, steps):
-    return np.any(x.reshape(steps, -1) != 0.0, axis=1)
+    return np.any(x.reshape(steps, -1) != 0.0, axis=1).astype(np.float64)
 
 def first_outside(x, bound):
     bad = np.flatnonzero((x < 0) | (x >= bound) | (x != np.floor(x)))
