@@ -106,14 +106,20 @@ def test_onnx_exports_the_inclusive_classifier(classifier_path, tmp_path):
     assert report.passed and np.abs(got - expected).max() <= 1e-5
 
 
-def test_masking_with_another_value_is_refused():
+def test_masking_with_another_value_skips_the_steps_holding_it():
+    """Masking(-1): steps whose every feature is -1 are skipped by the GRU, as in Keras; a step holding -1
+    in some features only is not masked (every target runs this graph: tests/export/test_outside_zoo.py)."""
     import keras
 
     inputs = keras.Input((5, 3), name="sequence")
     masked = keras.layers.Masking(mask_value=-1.0, name="pad")(inputs)
-    outputs = keras.layers.GRU(4, name="gru")(masked)
-    with pytest.raises(UnsupportedLayer, match=r"'pad' \(Masking\).*mask_value -1.0"):
-        to_ir(keras.Model(inputs, outputs), target="duckdb")
+    model = models._seeded(keras.Model(inputs, keras.layers.GRU(4, name="gru")(masked)), 3)
+    x = np.random.default_rng(2).uniform(-1, 1, (30, 5, 3)).astype(np.float32)
+    for row in range(30):
+        x[row, row % 6 :, :] = -1.0
+    x[0, 0, 1] = -1.0  # one feature at the mask value: the step is kept
+    graph = to_ir(model, target="duckdb")
+    assert np.abs(reference.run(graph, x) - model.predict(x, verbose=0)).max() <= 1e-6
 
 
 def masked_and_unmasked_gru(seed: int = 6):
