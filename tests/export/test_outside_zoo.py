@@ -1,7 +1,7 @@
-"""The outside-style zoo (tests/outside_zoo.py) × every target. Each model is built, saved and compiled
-once (the pipeline's `prepare`: load, IR, TensorFlow's scores of the gate's sample rows), then published
-to each database target by the product's own `publish`, whose gate checks parity on those rows; ONNX goes
-through its command (tf2onnx converts the Keras model itself). Then 60 rows of the zoo's own (sequences
+"""The outside-style zoo (tests/outside_zoo.py) × every target. Each model is built, saved, loaded and
+compiled once (the pipeline's `prepare`: IR, TensorFlow's scores of the gate's sample rows), then
+published to each database target by the product's own `publish`, whose gate checks parity on those rows;
+ONNX converts the loaded model with its target's converter (tf2onnx). Then 60 rows of the zoo's own (sequences
 padded with the model's mask value, token indices with padding) are scored in one query per target and
 compared with Keras: max |Δp| ≤ 1e-5 (float32 parity) and the same classes. The PostgreSQL targets share
 one database, each model under a name of its own per kernel."""
@@ -17,10 +17,12 @@ import numpy as np
 import psycopg
 import pytest
 
-from export.pipeline import ExportRequest, Prepared, prepare, publish
+from export.keras_frontend import load_model, read_metadata, to_ir
+from export.pipeline import ExportRequest, Prepared, joined, publish
+from export.samples import sample_inputs
 from export.target import TARGETS
 from tests import models, outside_zoo
-from tests.export.executors import OnnxExecutor, OracleScriptExecutor
+from tests.export.executors import OracleScriptExecutor
 
 GATE_ROWS = 50  # the gate's sample rows per export (the product's default is 1,000)
 TARGET_PARAMS = [
@@ -36,19 +38,25 @@ KERNELS = {"postgres": "plpgsql", "postgres+plpython": "plpython", "postgres+cub
 
 
 class Compiled:
-    """One zoo model, built and compiled once for every target."""
+    """One zoo model, saved, loaded back as the exporters load it, and compiled once for every target: the
+    steps of the pipeline's `prepare` (IR, the gate's sample rows, TensorFlow's scores of them) on the one
+    loaded model, whose traced predict function the zoo's rows and ONNX's conversion reuse."""
 
     def __init__(self, name: str, directory: Path) -> None:
-        from export.duckdb.generator import CAPABILITIES
-
-        self.model = outside_zoo.build(name)
-        self.path = models.save(self.model, directory)
+        self.path = models.save(outside_zoo.build(name), directory)
+        self.model = load_model(self.path)
         self.rows = outside_zoo.rows(name, self.model)
-        predicted = self.model.predict(self.rows if len(self.rows) > 1 else self.rows[0], verbose=0)
-        parts = predicted if isinstance(predicted, list) else [predicted]
-        self.expected = np.concatenate([np.asarray(p).reshape(len(p), -1) for p in parts], axis=1)
+        self.expected = predicted(self.model, self.rows)
+        metadata = read_metadata(self.path)
+        graph = to_ir(self.model, target="duckdb", classes=tuple(metadata["classes"]))
+        samples = sample_inputs(graph, metadata, GATE_ROWS)
+        gate_scores = predicted(self.model, [samples.inputs[spec.name] for spec in graph.inputs])
         self.request = ExportRequest(self.path, name, sample_rows=GATE_ROWS)
-        self.prepared: Prepared = prepare(self.request, CAPABILITIES)
+        self.prepared = Prepared(graph=graph, metadata=metadata, samples=samples, expected=gate_scores)
+
+
+def predicted(model, inputs: list[np.ndarray]) -> np.ndarray:
+    return joined(model.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0))
 
 
 @pytest.fixture(scope="session")
@@ -129,10 +137,18 @@ def scored_by_oracle_scripts(zoo: Compiled, name: str, directory: Path) -> np.nd
     return scorer.predict_inputs(name, zoo.rows)
 
 
-def scored_by_onnx(zoo: Compiled, name: str, directory: Path) -> np.ndarray:
-    scorer = OnnxExecutor(directory)
-    assert scorer.export(zoo.path, name, "--sample-rows", str(GATE_ROWS)) == 0
-    return scorer.predict_inputs(name, zoo.rows)
+def scored_by_onnx(zoo: Compiled, directory: Path) -> np.ndarray:
+    """The loaded model converted by the ONNX target's converter and run by onnxruntime."""
+    import onnxruntime
+
+    from export.onnx.__main__ import convert, numpy_type
+
+    convert(zoo.model, directory / "model.onnx")
+    session = onnxruntime.InferenceSession(str(directory / "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {
+        i.name: x.astype(numpy_type(i.type)) for i, x in zip(session.get_inputs(), zoo.rows, strict=True)
+    }
+    return joined(session.run(None, feeds))
 
 
 @pytest.mark.parametrize("name", list(outside_zoo.ZOO))
@@ -143,7 +159,7 @@ def test_outside_zoo_scores_like_keras(target, name, compiled, request, tmp_path
     if target == "oracle":
         actual = scored_by_oracle_scripts(zoo, model_name, tmp_path / "scripts")
     elif target == "onnx":
-        actual = scored_by_onnx(zoo, model_name, tmp_path)
+        actual = scored_by_onnx(zoo, tmp_path)
     else:
         where = request.getfixturevalue("shared_database") if target in KERNELS else tmp_path
         published(target, zoo, model_name, where)
