@@ -1,17 +1,26 @@
 """Elementwise activations written once, as small expressions over x, and rendered for each target.
 
-Each formula uses only primitives every target has (exp, ln, tanh, greatest, least, abs, a conditional
-on x > 0, arithmetic), in a form that cannot overflow: exp() arguments are clamped to ±700 (PostgreSQL
-raises on overflow) or are never positive. Targets render an expression with `render(expr, dialect)`;
-the numpy reference (export/reference.py) and the Oracle test interpreter keep independent definitions
-to check them against.
+Each formula uses only primitives every target has (exp, ln, sqrt, tanh, greatest, least, abs, a
+conditional on x > 0, arithmetic). The primitives that can fail are made safe here, once, for every
+formula (docs/numerics.md states the effect):
+- `exp` clamps its own argument to [−CLAMP, CLAMP]: PostgreSQL raises on exp's overflow and underflow
+  (where IEEE targets give inf and 0). exp(−700) ≈ 1e-304 stands for 0, so a result moves by < 1e-300.
+- `ln` and `sqrt` read at least TINY and 0: PostgreSQL and DuckDB raise on ln(0) and sqrt(x < 0).
+- PostgreSQL's formulas read their input guarded (export/postgres/generator.py): |x| < FLUSH counts as 0
+  (a product such as gelu's x³ could otherwise round to 0, which PostgreSQL reports as an underflow),
+  |x| > BOUND as ±BOUND (x³ could overflow). Both lie far outside float32 Keras's own range.
+Targets render an expression with `render(expr, dialect)`; the numpy reference (export/reference.py)
+keeps independent definitions to check them against.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CLAMP = 700.0
+CLAMP = 700.0  # |exp argument|: exp(±700) ≈ 1e±304, inside float64's normal range
+TINY = 1e-300  # the least argument ln and 1/sqrt read
+FLUSH = 1e-100  # guarded inputs: smaller magnitudes are 0, so x³ stays ≥ 1e-300 or is 0
+BOUND = 1e100  # guarded inputs: larger magnitudes are ±BOUND, so x³ stays ≤ 1e300
 
 
 @dataclass(frozen=True)
@@ -54,10 +63,6 @@ def call(name: str, *args: Expr | float) -> Expr:
     return Expr(name, args)
 
 
-def exp(a: Expr) -> Expr:
-    return call("exp", a)
-
-
 def maximum(a: Expr | float, b: Expr | float) -> Expr:
     return call("greatest", a, b)
 
@@ -66,17 +71,31 @@ def minimum(a: Expr | float, b: Expr | float) -> Expr:
     return call("least", a, b)
 
 
+def exp(a: Expr | float) -> Expr:
+    """e^a with a clamped to [−CLAMP, CLAMP]: never an overflow or underflow on any target."""
+    return call("exp", minimum(maximum(a, -CLAMP), CLAMP))
+
+
+def ln(a: Expr | float) -> Expr:
+    """ln(a) for a ≥ TINY; below, ln(TINY) ≈ −690.8 (ln(0) raises in PostgreSQL and DuckDB)."""
+    return call("ln", maximum(a, TINY))
+
+
+def sqrt(a: Expr | float) -> Expr:
+    return call("sqrt", maximum(a, 0.0))
+
+
 def if_positive(condition: Expr, then: Expr | float, otherwise: Expr | float) -> Expr:
     """`then` where condition > 0, else `otherwise` (both are computed by vectorised targets)."""
     return call("if_positive", condition, then, otherwise)
 
 
 def sigmoid(x: Expr) -> Expr:
-    return 1.0 / (1.0 + exp(-minimum(maximum(x, -CLAMP), CLAMP)))
+    return 1.0 / (1.0 + exp(-x))
 
 
 def softplus(x: Expr) -> Expr:
-    return maximum(x, 0.0) + call("ln", 1.0 + exp(-call("abs", x)))
+    return maximum(x, 0.0) + ln(1.0 + exp(-call("abs", x)))
 
 
 def hard_sigmoid(x: Expr) -> Expr:  # Keras 3: relu6(x + 3) / 6
@@ -100,12 +119,12 @@ ERFC_COEFFICIENTS = (
 
 
 def erfc_positive(z: Expr) -> Expr:
-    """erfc(z) for z ≥ 0 (written for |u|), its exp() argument never above 0 and clamped below."""
+    """erfc(z) for z ≥ 0 (written for |u|), its exp() argument never above 0."""
     t = 1.0 / (1.0 + 0.5 * z)
     polynomial: Expr | float = ERFC_COEFFICIENTS[-1]
     for coefficient in reversed(ERFC_COEFFICIENTS[:-1]):
         polynomial = coefficient + t * polynomial
-    return t * exp(maximum(-(z * z) + polynomial, -CLAMP))
+    return t * exp(-(z * z) + polynomial)
 
 
 def gelu(x: Expr) -> Expr:
@@ -118,15 +137,15 @@ def gelu(x: Expr) -> Expr:
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 FORMULAS: dict[str, Expr] = {
-    "elu": if_positive(X, X, exp(minimum(X, 0.0)) - 1.0),
-    "selu": SELU_SCALE * if_positive(X, X, SELU_ALPHA * (exp(minimum(X, 0.0)) - 1.0)),
+    "elu": if_positive(X, X, exp(X) - 1.0),
+    "selu": SELU_SCALE * if_positive(X, X, SELU_ALPHA * (exp(X) - 1.0)),
     "softplus": softplus(X),
     "softsign": X / (1.0 + call("abs", X)),
     "silu": X * sigmoid(X),
     "hard_sigmoid": hard_sigmoid(X),
     "hard_sigmoid_keras2": minimum(maximum(0.2 * X + 0.5, 0.0), 1.0),  # tf.keras: clip(0.2x + 0.5)
     "hard_silu": X * hard_sigmoid(X),
-    "exponential": exp(minimum(X, CLAMP)),
+    "exponential": exp(X),
     "relu6": minimum(maximum(X, 0.0), 6.0),
     "leaky_relu": if_positive(X, X, 0.2 * X),
     "mish": X * call("tanh", softplus(X)),
@@ -134,11 +153,17 @@ FORMULAS: dict[str, Expr] = {
     # keras.ops.gelu(x, approximate=True): TensorFlow's tanh approximation
     "gelu_tanh": 0.5 * X * (1.0 + call("tanh", 0.7978845608028654 * (X + 0.044715 * X * X * X))),
     # internal: LayerNormalization's 1/sqrt(variance + epsilon) (export/frontend_normalization.py)
-    "rsqrt": 1.0 / call("sqrt", X),
+    "rsqrt": 1.0 / call("sqrt", maximum(X, TINY)),
     # internal: log_softmax's logarithm of a sum ≥ 1, and ReLU's threshold test x > 0 (1 or 0)
-    "ln": call("ln", X),
+    "ln": ln(X),
     "step": if_positive(X, 1.0, 0.0),
+    # internal: masked GlobalAveragePooling1D's |x| and 1/count of a whole count that a product may
+    # give as 0 ± rounding (the cube kernel's): NaN for a count of 0, Keras's 0/0
+    "abs": call("abs", X),
+    "count_reciprocal": if_positive(X - 0.5, 1.0 / maximum(X, 0.5), Expr("nan")),
+    "log_sigmoid": -softplus(-X),
 }
+
 
 DIALECTS = {
     # function names per dialect; `if_positive` and operators are rendered by `render`
@@ -172,6 +197,9 @@ DIALECTS = {
 }
 
 
+NAN = {"sql": "CAST('NaN' AS DOUBLE PRECISION)", "plsql": "BINARY_DOUBLE_NAN", "numpy": "np.nan"}
+
+
 def number(value: float, dialect: str) -> str:
     text = repr(float(value))
     return f"{text}d" if dialect == "plsql" else text  # BINARY_DOUBLE literals in PL/SQL
@@ -184,6 +212,8 @@ def render(expr: Expr | float, dialect: str, x: str) -> str:
     args = [render(arg, dialect, x) for arg in expr.args]
     if expr.op == "x":
         return x
+    if expr.op == "nan":
+        return NAN[dialect]
     if expr.op in "+-*/":
         return f"({args[0]} {expr.op} {args[1]})"
     if expr.op == "neg":

@@ -37,6 +37,13 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
         help="rows scored in the database and in TensorFlow to verify parity (default 1000)",
     )
     result.add_argument(
+        "--samples",
+        type=Path,
+        metavar="FILE",
+        help="your own sample rows for the parity check: FILE.npy (rows x input shape) or FILE.npz "
+        "(an array per input name), at the scale your data arrives (docs/numerics.md)",
+    )
+    result.add_argument(
         "--tolerance",
         type=float,
         default=parity.DEFAULT_TOLERANCE,
@@ -55,6 +62,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         sample_rows=args.sample_rows,
         tolerance=args.tolerance,
         load_test_data=args.load_test_data,
+        samples_file=args.samples,
     )
 
 

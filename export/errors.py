@@ -27,3 +27,18 @@ class ParityError(ExportError):
 
 class InvalidName(ExportError):
     """A model name that is not a plain identifier for the target."""
+
+
+class ScoringFailure(ExportError):
+    """The database raised while scoring sample row `row` (0-based) of the parity check: `function` is
+    where, `reason` the database's first line. export/pipeline.py names the row and stops the export."""
+
+    def __init__(self, row: int, function: str, reason: str) -> None:
+        self.row, self.function, self.reason = row, function, reason
+        super().__init__(f"sample row {row} raised in {function}: {reason}")
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's first line of text, or its type's name."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

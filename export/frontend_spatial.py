@@ -14,12 +14,13 @@ import numpy as np
 
 from export import ir
 from export.frontend_convolution import convolution, window_indices, without_padding
-from export.keras_frontend import Context, converts, describe
+from export.frontend_masked_pooling import masked_average
+from export.keras_frontend import Context, converts, describe, input_tensor
 
 
 def spatial_shape(layer: Any, ctx: Context) -> tuple[int, int, int]:
     """The input as (height, width, channels): a sequence is one row high."""
-    shape = tuple(layer.input.shape[1:])
+    shape = tuple(input_tensor(layer).shape[1:])  # a masked call's input is [value, mask] in Keras 3
     if any(d is None for d in shape) or layer.get_config().get("data_format") == "channels_first":
         raise ctx.unsupported(layer, f"input {shape} (only fixed-size, channels last)")
     if len(shape) == 2:
@@ -62,12 +63,14 @@ def channel_windows(windows: np.ndarray, channels: int) -> np.ndarray:
 
 
 def pooled(
-    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray, mean: bool
+    layer: Any, inputs: tuple[str, ...], ctx: Context, windows: np.ndarray, mean: bool, *, masks: bool = False
 ) -> tuple[ir.Node, ...]:
     """Gather each channel's windows, then their max (GroupMax) or mean (PatchDense by 1/size). Keras pools
     over the values inside the input only: with 'same' padding a max window reads one of its own values in
-    its padded places, and a mean is the window's sum times 1/(its count of values inside), an Affine."""
-    not_masked(layer, inputs, ctx)
+    its padded places, and a mean is the window's sum times 1/(its count of values inside), an Affine.
+    `masks`: the layer ignores a mask (Keras's GlobalMaxPooling1D)."""
+    if not masks:
+        not_masked(layer, inputs, ctx)
     name, size = ctx.node_name(layer), windows.shape[1]
     padded = (windows < 0).any()
     gather = ir.Gather(
@@ -113,10 +116,15 @@ def _pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node
 @converts("GlobalMaxPooling1D", "GlobalMaxPooling2D", produces="Gather+GroupMax")
 @converts("GlobalAveragePooling1D", "GlobalAveragePooling2D", produces="Gather+PatchDense")
 def _global_pooling(layer: Any, inputs: tuple[str, ...], ctx: Context) -> tuple[ir.Node, ...]:
+    """Over a masked sequence, the average counts the kept steps only (export/frontend_masked_pooling.py)
+    and the max ignores the mask, as Keras does."""
     height, width, channels = spatial_shape(layer, ctx)
+    mean, masked = "Average" in type(layer).__name__, inputs[0] in ctx.masks
+    if masked and mean:
+        return masked_average(layer, inputs[0], ctx, width, channels)
     every = np.arange(height * width * channels).reshape(1, -1)
     windows = channel_windows(every, channels)
-    return pooled(layer, inputs, ctx, windows, "Average" in type(layer).__name__)
+    return pooled(layer, inputs, ctx, windows, mean, masks=masked)
 
 
 def margins(layer: Any, one_d: bool) -> tuple[tuple[int, int], tuple[int, int]]:

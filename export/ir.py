@@ -33,13 +33,17 @@ ELEMENTWISE: tuple[str, ...] = (
     "mish",
     "gelu",
     "gelu_tanh",
+    "log_sigmoid",
     "rsqrt",
     "ln",
     "step",
+    "abs",
+    "count_reciprocal",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
-# Made by lowerings (LayerNormalization, log_softmax, ReLU's threshold), never read from a Keras layer.
-INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step")
+# Made by lowerings (LayerNormalization, log_softmax, ReLU's threshold, masked average pooling), never
+# read from a Keras layer.
+INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step", "abs", "count_reciprocal")
 
 
 @dataclass(frozen=True, eq=False)

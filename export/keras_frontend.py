@@ -63,6 +63,16 @@ class Context:
     calls: dict[int, int] = field(default_factory=dict)  # id(layer) → times applied so far
     arguments: dict[str, Any] = field(default_factory=dict)  # the keyword arguments of the current call
     tensors: list[Any] = field(default_factory=list)  # the tensors the current call reads, in order
+    specs: tuple[ir.TensorSpec, ...] = ()  # the model's inputs
+    built: list[ir.Node] = field(default_factory=list)  # the nodes converted so far, in order
+
+    def built_node(self, name: str) -> ir.Node:
+        """A node converted earlier (a converter reads what a mask was computed from, for instance)."""
+        return ir.Graph(inputs=self.specs, nodes=tuple(self.built), output=name).node(name)
+
+    def size_of(self, name: str) -> int:
+        """The number of values of an input or of a value converted earlier."""
+        return ir.Graph(inputs=self.specs, nodes=tuple(self.built), output=name).size_of(name)
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
         return UnsupportedLayer(describe(layer), self.target, detail)
@@ -95,8 +105,16 @@ def describe(layer: Any) -> str:
     return f"'{layer.name}' ({type(layer).__name__})"
 
 
-# Keras names that are aliases of an IR activation; tf.keras's hard_sigmoid is another function.
-ALIASES = {"swish": "silu", "hard_swish": "hard_silu"}
+# Keras names that are aliases of an IR activation, with the names a layer built with a TensorFlow
+# function (activation=tf.nn.log_softmax, tf.math.exp, ...) is saved under: the function's own name.
+# tf.keras's hard_sigmoid is another function.
+ALIASES = {
+    "swish": "silu",
+    "hard_swish": "hard_silu",
+    "log_softmax_v2": "log_softmax",  # tf.nn.log_softmax
+    "softmax_v2": "softmax",  # tf.nn.softmax
+    "exp": "exponential",  # tf.math.exp, tf.exp
+}
 LEGACY_ALIASES = {**ALIASES, "hard_sigmoid": "hard_sigmoid_keras2"}
 
 
@@ -302,13 +320,21 @@ def bounded(
         if spec.dtype == "int32":
             readers = [node for node in nodes if spec.name in node.inputs]
             tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
-            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
+            if not tables or not all(reads_indices(node) for node in readers):
                 raise UnsupportedLayer(
                     f"input '{spec.name}'", target, "an integer input not read by Embedding only"
                 )
             spec = replace(spec, bound=min(tables))
         specs.append(spec)
     return tuple(specs)
+
+
+def reads_indices(node: ir.Node) -> bool:
+    """A node that may read an integer input: Embedding's lookup, or its mask's test for 0 (a StepMask,
+    or the `step` test of a masked average)."""
+    return isinstance(node, ir.Lookup | ir.StepMask) or (
+        isinstance(node, ir.ActivationNode) and node.activation == "step"
+    )
 
 
 def positional_tensors(inbound: Any) -> list[Any]:
@@ -361,7 +387,8 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         if len(tensor.shape) != 2:
             raise ExportError(f"output {tensor.name!r} has shape {tuple(tensor.shape)}; outputs must be flat")
     values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
-    nodes: list[ir.Node] = []
+    ctx.specs = inputs
+    nodes: list[ir.Node] = ctx.built
 
     def visit(tensor: Any) -> str:
         if id(tensor) in values:
@@ -504,12 +531,26 @@ def _load_legacy(path: Path, kind: str) -> Any:
         import keras
 
         try:
-            return keras.saving.load_model(path, compile=False)
+            return keras.saving.load_model(path, compile=False, custom_objects=tf_function_names())
         except Exception as error:
             raise ExportError(
                 f"cannot load {path}: tf.keras said {first_line(legacy_error)!r}; "
                 f"Keras 3 said {first_line(error)!r}"
             ) from None
+
+
+def tf_function_names() -> dict[str, Any]:
+    """Keras 3's activations under the names of the TensorFlow functions a legacy `.h5` may hold for a
+    layer's activation (tf.keras writes `activation=tf.nn.log_softmax` as 'log_softmax_v2', which
+    tf.keras itself cannot read back). Keras's own functions only: nothing from the file runs."""
+    import keras
+
+    return {
+        "log_softmax_v2": keras.activations.log_softmax,
+        "softmax_v2": keras.activations.softmax,
+        "exp": keras.activations.exponential,
+        "log_sigmoid": keras.activations.log_sigmoid,
+    }
 
 
 def is_legacy(model: Any) -> bool:

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from export import ir, parity
+from export import ir, parity, reference
+from export.errors import ExportError, ScoringFailure
 from export.keras_frontend import load_model, read_metadata, to_ir
 from export.names import check_model_name
 from export.samples import SampleSet, sample_inputs
@@ -79,16 +80,55 @@ class ExportRequest:
     sample_rows: int = 1000
     tolerance: float = parity.DEFAULT_TOLERANCE
     load_test_data: bool = False
+    samples_file: Path | None = None  # the user's own sample rows (--samples)
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """Everything computed before the database is touched."""
+    """Everything computed before the database is touched: the sample rows, what each is compared with
+    (Keras's scores, or the float64 reference's for a row at scale) and each row's tolerance."""
 
     graph: ir.Graph
     metadata: dict[str, Any]
     samples: SampleSet
     expected: np.ndarray
+    allowed: np.ndarray | None = None  # per row; None: the request's tolerance for every row
+
+
+# A float32 target's row at scale may be this many times as far from the float64 reference as float32
+# Keras is on that row (docs/numerics.md).
+FLOAT32_MARGIN = 4.0
+
+
+def expectations(
+    graph: ir.Graph, samples: SampleSet, keras_scores: np.ndarray, tolerance: float, float32: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """What each sample row is compared with, and within what. Ordinary rows: Keras's scores within
+    `tolerance`. Rows at scale: the float64 reference (export/reference.py), within `tolerance` (times
+    the row's largest |output| where that exceeds 1: logits and values grow with the input) for a
+    target computing in float64; a float32 target (Oracle's BINARY_FLOAT, onnxruntime) within the larger
+    of that and FLOAT32_MARGIN times Keras's own distance from the reference on that row: float32
+    rounding alone moves such a row that far, whatever computes it. A row at scale that float32 Keras
+    or the reference cannot score finitely (an exponential beyond float32's range, every step masked) is
+    beyond the model's own range: scored, so it must not raise, but not compared (tolerance ∞)."""
+    keras_scores = np.asarray(keras_scores, dtype=np.float64)
+    expected, allowed = keras_scores.copy(), np.full(len(keras_scores), tolerance)
+    rows = np.flatnonzero(samples.at_scale)
+    if rows.size == 0:
+        return expected, allowed
+    with np.errstate(all="ignore"):
+        exact = reference.run(graph, {name: values[rows] for name, values in samples.inputs.items()})
+        exact = exact.reshape(len(rows), -1)
+        drift = np.nan_to_num(np.abs(keras_scores[rows] - exact), nan=0.0).max(axis=1)
+    expected[rows] = exact
+    # relative where the output is not a probability (logits, values grow with the input): 1e-5 of them
+    scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=0.0, posinf=0.0).max(axis=1))
+    allowed[rows] = tolerance * scale
+    if float32:
+        allowed[rows] = np.maximum(allowed[rows], FLOAT32_MARGIN * drift)
+    beyond = ~np.isfinite(exact).all(axis=1) | ~np.isfinite(keras_scores[rows]).all(axis=1)
+    allowed[rows[beyond]] = np.inf
+    return expected, allowed
 
 
 def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
@@ -98,10 +138,11 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     metadata = read_metadata(request.model_path)
     graph = to_ir(model, target=capabilities.target, classes=tuple(metadata.get("classes", ())))
     capabilities.check(graph)
-    samples = sample_inputs(graph, metadata, request.sample_rows)
+    samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
-    predicted = model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0)
-    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=joined(predicted))
+    predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    expected, allowed = expectations(graph, samples, predicted, request.tolerance, capabilities.float32)
+    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=expected, allowed=allowed)
 
 
 def joined(predicted: Any) -> np.ndarray:
@@ -122,8 +163,14 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
     with store.session():
         version = store.next_version(request.name)
         store.stage(request.name, version, graph)
-        actual = store.scores(request.name, prepared.samples.inputs)
-        report = parity.compare(prepared.expected, actual, request.tolerance)
+        try:
+            actual = store.scores(request.name, prepared.samples.inputs)
+        except ScoringFailure as failure:
+            raise ExportError(
+                f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
+                f"{failure.reason}; version not published"
+            ) from None
+        report = parity.compare(prepared.expected, actual, request.tolerance, prepared.allowed)
         parity.require(report, target)
         record = VersionRecord(
             name=request.name,
@@ -146,7 +193,6 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The test split of the data set the model was trained on (named in its metadata)."""
     import imagedata as data
-    from export.errors import ExportError
 
     name = metadata.get("dataset")
     if not name:

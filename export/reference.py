@@ -63,9 +63,12 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "mish": lambda x: x * np.tanh(_softplus(x)),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))),
     "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))),
+    "log_sigmoid": lambda x: -_softplus(-x),
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "ln": np.log,
     "step": lambda x: (x > 0).astype(np.float64),
+    "abs": np.abs,
+    "count_reciprocal": lambda x: np.divide(1.0, x, out=np.full_like(x, np.nan), where=x > 0.5),
 }
 
 
@@ -166,6 +169,11 @@ def run(graph: ir.Graph, inputs: Mapping[str, np.ndarray] | np.ndarray) -> np.nd
     """Evaluate the graph on a batch; a bare array feeds the single input. Returns the output."""
     if isinstance(inputs, np.ndarray):
         inputs = {graph.inputs[0].name: inputs}
+    with np.errstate(over="ignore", under="ignore"):  # exp beyond float64: inf and 0, as meant
+        return _run(graph, inputs)
+
+
+def _run(graph: ir.Graph, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     values: dict[str, np.ndarray] = {}
     for spec in graph.inputs:
         batch = np.asarray(inputs[spec.name], dtype=np.float64)

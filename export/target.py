@@ -23,6 +23,7 @@ class Capabilities:
     max_array_len: int | None = None  # longest array one stored value may hold; None: unlimited
     max_inputs: int | None = None
     several_outputs: bool = False  # a function per output (NAME.predict_proba_<output>)
+    float32: bool = False  # computes in float32 (Oracle's BINARY_FLOAT, onnxruntime), not float64
 
     def check(self, graph: ir.Graph) -> None:
         """Raise `UnsupportedLayer` for the first node this target cannot emit."""

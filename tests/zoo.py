@@ -28,7 +28,7 @@ def trained(model: keras.Model, seed: int) -> keras.Model:
     losses = ["categorical_crossentropy"] * len(model.outputs)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=losses if len(losses) > 1 else losses[0])
     generator = np.random.default_rng(seed)
-    x = rows(model, 32, seed)
+    x = rows(model, 32, seed, empty=False)  # a fully masked row is NaN after a masked average: no loss
     y = []
     for output in model.outputs:  # one-hot targets for each output
         classes = int(output.shape[-1])
@@ -254,6 +254,31 @@ def gelu_operations() -> keras.Model:
     return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
 
 
+def masked_pooling(pooling: type[keras.layers.Layer]) -> keras.Model:
+    """Global pooling over masked sequences, in each way a mask reaches it: Masking, a masked LSTM's and a
+    masked Bidirectional LSTM's sequences, and Embedding(mask_zero) (export/frontend_masked_pooling.py)."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    tokens = keras.Input((STEPS,), dtype="int32", name="tokens")
+    masked = layers.Masking(0.0, name="mask")(sequence)
+    lstm = layers.LSTM(4, return_sequences=True, name="lstm")(masked)
+    both = layers.Bidirectional(layers.LSTM(3, return_sequences=True), name="bi")(masked)
+    embedded = layers.Embedding(VOCABULARY, 3, mask_zero=True, name="embed")(tokens)
+    pooled = [
+        pooling(name=f"pool_{name}")(value)
+        for name, value in (("masked", masked), ("lstm", lstm), ("bi", both), ("embedded", embedded))
+    ]
+    joined = layers.Concatenate(name="joined")(pooled)
+    return keras.Model([sequence, tokens], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+def masked_average_pooling() -> keras.Model:
+    return masked_pooling(layers.GlobalAveragePooling1D)
+
+
+def masked_max_pooling() -> keras.Model:
+    return masked_pooling(layers.GlobalMaxPooling1D)
+
+
 ZOO: dict[str, Callable[[], keras.Model]] = {
     "gru": gru,
     "gru_reset_before": gru_reset_before,
@@ -278,29 +303,80 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "adapted_normalization": adapted_normalization,
     "softmax_groups_and_thresholds": softmax_groups_and_thresholds,
     "gelu_operations": gelu_operations,
+    "masked_average_pooling": masked_average_pooling,
+    "masked_max_pooling": masked_max_pooling,
+}
+
+
+# Every activation a Keras layer may name (export/activations.py writes them), for the rows at scale.
+ACTIVATIONS = (
+    "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "softplus", "softsign", "silu", "hard_sigmoid",
+    "hard_silu", "relu6", "leaky_relu", "mish", "gelu", "log_softmax", "log_sigmoid", "linear",
+)  # fmt: skip
+
+
+def every_activation() -> keras.Model:
+    """Each activation over pre-activations at the row's own scale, exponential after a tanh (it
+    overflows float32 from 89 on, in Keras too), and LayerNormalization (1/sqrt of a variance)."""
+    features = keras.Input((6,), name="features")
+    spread = layers.Dense(8, name="spread")(features)
+    branches = [layers.Dense(4, activation=name, name=f"act_{name}")(spread) for name in ACTIVATIONS]
+    bounded = layers.Dense(4, activation="tanh", name="bounded")(spread)
+    branches.append(layers.Dense(4, activation="exponential", name="act_exponential")(bounded))
+    branches.append(layers.LayerNormalization(name="normalised")(spread))
+    joined = layers.Concatenate(name="joined")(branches)
+    return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+def every_cell() -> keras.Model:
+    """Every recurrent cell over a masked sequence, softmax over each step and over the steps (a 3-D
+    softmax), a convolution, and a masked average."""
+    sequence = keras.Input((STEPS, FEATURES), name="sequence")
+    masked = layers.Masking(0.0, name="mask")(sequence)
+    lstm = layers.LSTM(4, return_sequences=True, name="lstm")(masked)
+    both = layers.Bidirectional(layers.LSTM(3, return_sequences=True), name="bi")(lstm)
+    gru = layers.GRU(3, return_sequences=True, name="gru")(both)
+    states = [
+        layers.SimpleRNN(3, name="rnn")(gru),
+        layers.GRU(3, reset_after=False, name="gru_v1")(masked),
+        layers.GlobalAveragePooling1D(name="mean")(lstm),
+    ]
+    per_step = layers.Dense(4, activation="softmax", name="step_softmax")(sequence)
+    states.append(layers.Flatten(name="flat")(layers.Softmax(axis=1, name="over_steps")(per_step)))
+    convolved = layers.Conv1D(4, 3, activation="selu", name="conv")(sequence)
+    states.append(layers.GlobalMaxPooling1D(name="conv_max")(convolved))
+    joined = layers.Concatenate(name="joined")(states)
+    return keras.Model(sequence, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
+
+
+# Models scored at the scale of raw physics features (tests/export/test_numerics.py)
+AT_SCALE: dict[str, Callable[[], keras.Model]] = {
+    "every_activation": every_activation,
+    "every_cell": every_cell,
 }
 
 
 def build(name: str, seed: int = 11) -> keras.Model:
-    return trained(ZOO[name](), seed)
+    return trained({**ZOO, **AT_SCALE}[name](), seed)
 
 
-def rows(model: keras.Model, count: int = 200, seed: int = 5) -> list[np.ndarray]:
+def rows(model: keras.Model, count: int = 200, seed: int = 5, *, empty: bool = True) -> list[np.ndarray]:
     """Random inputs for every model input; sequences zero-padded after lengths 0..STEPS (all steps
-    masked, some, none)."""
+    masked, some, none), or 1..STEPS without `empty`."""
     generator = np.random.default_rng(seed)
+    first = 0 if empty else 1
     inputs = []
     for tensor in model.inputs:
         shape = (count, *tuple(tensor.shape[1:]))
         if "int" in str(tensor.dtype):  # token indices below the smallest vocabulary, 0 padding the end
             tokens = generator.integers(1, 5, shape)
             for row in range(count):
-                tokens[row, row % (shape[1] + 1) :] = 0
+                tokens[row, first + row % (shape[1] + 1 - first) :] = 0
             inputs.append(tokens.astype(np.int32))
             continue
         values = generator.random(shape, dtype=np.float32)
         if values.ndim == 3:
             for row in range(count):
-                values[row, row % (STEPS + 1) :, :] = 0.0
+                values[row, first + row % (STEPS + 1 - first) :, :] = 0.0
         inputs.append(values)
     return inputs

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from export import ir
 from export.duckdb.generator import TEMPLATES, DuckDBGenerator
-from export.errors import ExportError
+from export.errors import ExportError, ScoringFailure, first_line
 from export.store import RegistryStore
 
 TENSOR_SCHEMA = pa.schema(
@@ -80,6 +80,7 @@ class DuckDBStore(RegistryStore):
         self.path = Path(path)
         self.progress = progress
         self.con = connect(self.path)
+        self.staged: tuple[str, int, ir.Graph] | None = None
 
     def close(self) -> None:
         self.con.close()
@@ -132,8 +133,17 @@ class DuckDBStore(RegistryStore):
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
         self.con.execute(DuckDBGenerator(graph, name, version).render())
+        self.staged = (name, version, graph)  # for `failure`
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Every row's probabilities. When the query raises, the transaction is lost (DuckDB has no
+        savepoints): the row is found in a scratch in-memory copy of the version (`failure`)."""
+        try:
+            return self.score_rows(name, inputs)
+        except duckdb.Error as error:
+            raise self.failure(name, inputs, error) from None
+
+    def score_rows(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         table = feature_table(inputs)
         arguments = ", ".join(inputs)
         with self.registered(table) as relation:
@@ -142,6 +152,25 @@ class DuckDBStore(RegistryStore):
             ).to_arrow_table()
         column = result.column("p").combine_chunks()
         return np.asarray(column.flatten(), dtype=np.float64).reshape(len(table), -1)
+
+    def failure(self, name: str, inputs: dict[str, np.ndarray], error: duckdb.Error) -> ScoringFailure:
+        """The first sample row that raises, scored alone in an in-memory database holding the staged
+        version (each query its own transaction there), with the database's message."""
+        function = f"{name}.predict_proba"
+        if self.staged is None:
+            return ScoringFailure(0, function, first_line(error))
+        scratch = DuckDBStore(":memory:", progress=False)
+        try:
+            scratch.con.execute((TEMPLATES / "registry.sql").read_text())
+            scratch.stage(*self.staged)
+            for row in range(len(next(iter(inputs.values())))):
+                try:
+                    scratch.score_rows(name, {key: values[row : row + 1] for key, values in inputs.items()})
+                except duckdb.Error as failed:
+                    return ScoringFailure(row, function, first_line(failed))
+        finally:
+            scratch.close()
+        return ScoringFailure(0, function, first_line(error))
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = feature_table({"features": features}).append_column(

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from export import cli, parity
+from export import cli, ir, parity
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
 from export.names import check_model_name
+from export.onnx.capabilities import CAPABILITIES
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
-from export.pipeline import joined
+from export.pipeline import expectations, joined
 from export.samples import SampleSet
 
 TARGET = "onnx"
@@ -111,18 +113,36 @@ def numpy_type(onnx_type: str) -> type:
 SAMPLE_LENGTHS = (12, 5)
 
 
-def sample_sets(model, rows: int, metadata: dict) -> list[SampleSet]:
+@dataclass(frozen=True)
+class Samples:
+    """Rows keyed by Keras's input names, with what each is compared with (export/pipeline.expectations):
+    `graph` and `by_ir_name` when the IR compiles the model (then rows at scale are part of the set)."""
+
+    rows: SampleSet
+    graph: ir.Graph | None = None
+    by_ir_name: SampleSet | None = None
+
+    def expected(self, keras_scores: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.graph is None or self.by_ir_name is None:
+            return keras_scores, None
+        return expectations(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32)
+
+
+def sample_sets(model, rows: int, metadata: dict, samples_file: Path | None = None) -> list[Samples]:
     from export.keras_frontend import to_ir
     from export.samples import sample_inputs
 
     try:
         graph = to_ir(model, target=TARGET, classes=tuple(metadata.get("classes", ())))
-        samples = sample_inputs(graph, metadata, rows)  # keyed by the IR's names: back to Keras's
-        keyed = {t.name: samples.inputs[s.name] for t, s in zip(model.inputs, graph.inputs, strict=True)}
-        return [SampleSet(keyed, samples.source)]
     except ExportError:  # a shape or layer our IR lacks: ONNX may still convert it; seeded random rows
+        if samples_file is not None:
+            raise ExportError("--samples needs a model the exporter's IR reads; this one is not") from None
         variable = any(d is None for t in model.inputs for d in t.shape[1:])
-        return [random_rows(model, rows, length) for length in (SAMPLE_LENGTHS if variable else (1,))]
+        lengths = SAMPLE_LENGTHS if variable else (1,)
+        return [Samples(random_rows(model, rows, length)) for length in lengths]
+    samples = sample_inputs(graph, metadata, rows, samples_file)  # keyed by the IR's names: back to Keras's
+    keyed = {t.name: samples.inputs[s.name] for t, s in zip(model.inputs, graph.inputs, strict=True)}
+    return [Samples(replace(samples, inputs=keyed), graph, samples)]
 
 
 def random_rows(model, rows: int, length: int) -> SampleSet:
@@ -151,17 +171,20 @@ def dimension(size: int | None) -> int:
 
 
 def export(
-    model_path: Path, repo: Path, name: str, rows: int, tolerance: float
+    model_path: Path, repo: Path, name: str, rows: int, tolerance: float, samples_file: Path | None = None
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
     model = load_model(model_path)
     metadata = read_metadata(model_path)
-    sets = sample_sets(model, rows, metadata)
-    expected = [keras_predict(model, samples) for samples in sets]  # before export: it needs a called model
+    sets = sample_sets(model, rows, metadata, samples_file)
+    # before the export, which needs a called model
+    expected = [each.expected(keras_predict(model, each.rows), tolerance) for each in sets]
     with staging(repo, name) as staged:
         convert(model, staged / MODEL_FILE)
-        for samples, keras_scores in zip(sets, expected, strict=True):
-            report = parity.compare(keras_scores, onnx_predict(staged / MODEL_FILE, samples), tolerance)
+        for each, (wanted, allowed) in zip(sets, expected, strict=True):
+            samples = each.rows
+            scores = onnx_predict(staged / MODEL_FILE, samples)
+            report = parity.compare(wanted, scores, tolerance, allowed)
             parity.require(report, TARGET)
         n_out = int(model.outputs[0].shape[-1])
         document = {
@@ -195,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         if args.load_test_data:
             raise ExportError("--load-test-data applies to database targets only")
-        version, report = export(args.model, args.repo, args.name, args.sample_rows, args.tolerance)
+        version, report = export(
+            args.model, args.repo, args.name, args.sample_rows, args.tolerance, args.samples
+        )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")
         return 0

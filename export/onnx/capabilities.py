@@ -19,4 +19,6 @@ def node_kinds() -> frozenset[str]:
     return frozenset(kinds)
 
 
-CAPABILITIES = register(Capabilities(target="onnx", node_kinds=node_kinds()), command="export.onnx.__main__")
+CAPABILITIES = register(
+    Capabilities(target="onnx", node_kinds=node_kinds(), float32=True), command="export.onnx.__main__"
+)

@@ -269,6 +269,7 @@ CAPABILITIES = register(
         node_kinds=emitted_kinds(OracleGenerator),
         max_array_len=MAX_ARRAY_LEN,
         several_outputs=True,
+        float32=True,  # UTL_NLA_ARRAY_FLT values and BLAS on BINARY_FLOAT
     ),
     OracleGenerator,
     command="export.oracle.__main__",

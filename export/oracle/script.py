@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from export import parity
 from export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
 from export.pipeline import ExportRequest, Prepared, input_spec_json
 from export.sqltext import literal
@@ -22,6 +23,7 @@ from export.sqltext import literal
 VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
 VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
+AT_SCALE_ROWS = 6  # of which rows at scale (export/samples.py), when the samples have them
 HEADER = "WHENEVER SQLERROR EXIT FAILURE ROLLBACK\nSET DEFINE OFF\n"
 
 
@@ -71,31 +73,59 @@ def tensors_script(prepared: Prepared, name: str, version: int) -> str:
     return "\n".join(parts)
 
 
-def rows_block(inputs: list[np.ndarray], expected: np.ndarray, generator: OracleGenerator) -> str:
+def double_literal(value: float) -> str:
+    """A BINARY_DOUBLE literal; NaN (a fully masked average's) as PL/SQL's constant."""
+    return "BINARY_DOUBLE_NAN" if np.isnan(value) else f"{float(value)!r}d"
+
+
+def rows_block(
+    inputs: list[np.ndarray], expected: np.ndarray, allowed: np.ndarray, tolerance: float, package: str
+) -> str:
     lines = []
     for row in range(len(expected)):
         for index, values in enumerate(inputs):
             lines.append(f"    x{index} := UTL_NLA_ARRAY_FLT();")
             lines.extend(array_calls(values[row].ravel(), f"x{index}"))
         arguments = ", ".join(f"x{i}" for i in range(len(inputs)))
-        expected_items = ", ".join(repr(float(p)) for p in expected[row])
+        expected_items = ", ".join(double_literal(p) for p in expected[row])
+        tie = 2 * allowed[row] if allowed[row] > tolerance else parity.TIE_MARGIN
         lines.append(
-            f"    check_row({row + 1}, {generator.package}.predict_proba({arguments}), "
-            f"UTL_NLA_ARRAY_DBL({expected_items}));"
+            f"    check_row({row + 1}, {package}.predict_proba({arguments}), "
+            f"UTL_NLA_ARRAY_DBL({expected_items}), {double_literal(allowed[row])}, {double_literal(tie)});"
         )
     return "\n".join(lines)
 
 
+def row_tolerances(prepared: Prepared, tolerance: float) -> np.ndarray:
+    return prepared.allowed if prepared.allowed is not None else np.full(prepared.samples.rows, tolerance)
+
+
+def verify_rows(prepared: Prepared, tolerance: float) -> np.ndarray:
+    """The rows the script checks: the first ordinary ones, then up to AT_SCALE_ROWS of those at scale
+    (spread over their groups) whose reference is finite."""
+    allowed = row_tolerances(prepared, tolerance)
+    at_scale = prepared.samples.at_scale
+    scaled = np.flatnonzero(at_scale & np.isfinite(allowed))
+    if len(scaled) > AT_SCALE_ROWS:
+        scaled = scaled[np.linspace(0, len(scaled) - 1, AT_SCALE_ROWS).round().astype(int)]
+    ordinary = np.flatnonzero(~at_scale)[: VERIFY_ROWS - len(scaled)]
+    return np.concatenate([ordinary, scaled]).astype(int)
+
+
 def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generator: OracleGenerator) -> str:
-    rows = min(VERIFY_ROWS, prepared.samples.rows)
-    inputs = [prepared.samples.inputs[spec.name][:rows] for spec in prepared.graph.inputs]
+    chosen = verify_rows(prepared, request.tolerance)
+    rows = len(chosen)
+    allowed = row_tolerances(prepared, request.tolerance)
+    inputs = [prepared.samples.inputs[spec.name][chosen] for spec in prepared.graph.inputs]
     declarations = "\n".join(f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(len(inputs)))
     environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined)
     return environment.get_template("verify_and_switch.sql.j2").render(
         header=HEADER,
         append=APPEND,
         declarations=declarations,
-        rows_block=rows_block(inputs, prepared.expected[:rows], generator),
+        rows_block=rows_block(
+            inputs, prepared.expected[chosen], allowed[chosen], request.tolerance, generator.package
+        ),
         rows=rows,
         tolerance=repr(request.tolerance),
         name=generator.name,
@@ -107,7 +137,7 @@ def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generat
         classes=literal(json.dumps(list(prepared.graph.classes))),
         source=literal(str(request.model_path)),
         metadata=literal(json.dumps(prepared.metadata)),
-        sample_source=literal(f"{prepared.samples.source} (first {rows}, scored by the script)"),
+        sample_source=literal(f"{prepared.samples.source} ({rows} of them scored by the script)"),
         dispatch_spec=generator.dispatch_spec(),
         dispatch_body=generator.dispatch_body(),
         check_compiled=check_compiled(generator.name),

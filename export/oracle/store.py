@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from export import ir
-from export.errors import ExportError
+from export.errors import ExportError, ScoringFailure, first_line
 from export.oracle.generator import SQL_DIR, OracleGenerator, stored_chunks
 from export.pipeline import VersionRecord
 from export.store import RegistryStore
@@ -201,9 +201,11 @@ class OracleStore(RegistryStore):
                 values = [
                     self.array_type.newobject([float(v) for v in inputs[n][row].ravel()]) for n in names
                 ]
-                cursor.execute(
-                    f"SELECT {self.generator.package}.predict_proba({placeholders}) FROM dual", values
-                )
+                function = f"{self.generator.package}.predict_proba"
+                try:
+                    cursor.execute(f"SELECT {function}({placeholders}) FROM dual", values)
+                except self.oracledb.DatabaseError as error:
+                    raise ScoringFailure(row, function, first_line(error)) from None
                 rows.append(cursor.fetchone()[0].aslist())
         return np.array(rows, dtype=np.float64)
 

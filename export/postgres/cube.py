@@ -1,10 +1,10 @@
 """IR → PostgreSQL with the cube kernel: the PL/pgSQL generator, with every Dense product computed by the
 trusted extension cube's C `cube_distance` (the algebra and its error bound: export/postgres/kernels.py).
 
-Per Dense node, the generated code cuts the input into points once, computes the row's term once, then
-runs one statement per unit whose chunks are unrolled:
+Per Dense node, the generated code scales the input by a power of two s ≥ max|x| (exact), cuts x/s into
+points once, computes the row's term once, then runs one statement per unit whose chunks are unrolled:
 
-    h[j] = bias[j] + (row + |v_j|² − Σ_c cube_distance(x_c, v_jc)²) / 2
+    h[j] = bias[j] + s · (row + |v_j|² − Σ_c cube_distance(x_c/s, v_jc)²) / 2
 """
 
 from __future__ import annotations
@@ -36,11 +36,17 @@ class CubeGenerator(PostgresGenerator):
             for c in range(layout.chunks)
         )
         bias = f"{weight_variable(node, 'bias')}[nn_j + 1] + " if node.bias is not None else ""
+        scale = f"c_{node.name}_scale"
         lines = [
-            f"{points} := nnsql.cube_chunks({x}, {layout.chunk});",
+            f"{scale} := nnsql.cube_scale({x});",
+            f"{points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
             f"{row} := nnsql.cube_row_term({points}, {layout.shift!r});",
+            # cube_distance reads a NaN coordinate as a distance, not NaN: a NaN input (a fully masked
+            # average's) makes every unit NaN, as in Keras
+            f"IF array_position({x}, 'NaN') IS NOT NULL THEN {row} := 'NaN'; END IF;",
             f"FOR nn_j IN 0..{layout.units - 1} LOOP",
-            f"    {y}[nn_j + 1] := {bias}({row} + c_{node.name}_norms[nn_j + 1] - ({distances})) / 2;",
+            f"    {y}[nn_j + 1] := {bias}{scale} * ({row} + c_{node.name}_norms[nn_j + 1] "
+            f"- ({distances})) / 2;",
             "END LOOP;",
         ]
         if node.activation != "linear":
@@ -68,6 +74,7 @@ class CubeGenerator(PostgresGenerator):
         for node in self.dense_nodes():
             yield f"c_{node.name}_x {self.cube_schema}.cube[]"
             yield f"c_{node.name}_row float8"
+            yield f"c_{node.name}_scale float8"
             yield f"c_{node.name}_points {self.cube_schema}.cube[]"
             yield f"c_{node.name}_norms float8[]"
 

@@ -67,12 +67,21 @@ def in_body(line: str) -> str:
     return wrap_line("    " + line)[4:]
 
 
+# An element as the formulas read it (export/activations.py): NaN stays NaN (PostgreSQL orders NaN above
+# every number, so least() alone would turn it into BOUND), |e| < FLUSH is 0, the rest within ±BOUND.
+GUARDED = (
+    f"CASE WHEN u.e = 'NaN' THEN u.e WHEN abs(u.e) < {activations.FLUSH!r} THEN 0 "
+    f"ELSE least(greatest(u.e, {-activations.BOUND!r}), {activations.BOUND!r}) END"
+)
+
+
 def elementwise(variable: str, activation: str) -> str:
-    """One of export/activations.py's formulas over every element, keeping the order."""
+    """One of export/activations.py's formulas over every element, keeping the order. Each element is
+    read through GUARDED: PostgreSQL raises where a product inside a formula rounds to 0."""
     formula = activations.formula(activation, "sql", "t.e")
     return (
-        f"{variable} := ARRAY(SELECT {formula} FROM unnest({variable}) WITH ORDINALITY AS t(e, i) "
-        "ORDER BY t.i);"
+        f"{variable} := ARRAY(SELECT {formula} FROM (SELECT {GUARDED} AS e, u.i "
+        f"FROM unnest({variable}) WITH ORDINALITY AS u(e, i)) AS t ORDER BY t.i);"
     )
 
 

@@ -6,6 +6,7 @@ runtime, tensors, functions, in-database scoring of the samples, registry row. A
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -17,7 +18,7 @@ from tqdm import tqdm
 
 from export import ir
 from export.codegen import render_template
-from export.errors import ExportError
+from export.errors import ExportError, ScoringFailure, first_line
 from export.pipeline import VersionRecord
 from export.postgres import kernels
 from export.postgres.cube import CubeGenerator
@@ -25,6 +26,15 @@ from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
 from export.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
+
+
+def raised_in(error: psycopg.Error) -> str:
+    """The innermost PL/pgSQL function (and line) of an error's context: 'nnsql.binary line 9'."""
+    context = (error.diag.context or "") if hasattr(error, "diag") else ""
+    found = re.search(r"function ([\w.\"]+)\([^)]*\) line (\d+)", context)
+    if found is None:
+        return "the scoring query"
+    return f"{found[1].replace(chr(34), '')} line {found[2]}"  # nnsql."binary": PostgreSQL quotes it
 
 
 def describe(dsn: str) -> str:
@@ -198,13 +208,26 @@ class PostgresStore(RegistryStore):
             for i in range(n_rows):
                 copy.write_row([i, *(flat[key][i].tolist() for key in flat)])
         arguments = sql.SQL(", ").join(sql.Identifier(c) for c in inputs)
-        rows = self.con.execute(
-            sql.SQL("SELECT {}.predict_proba({}) FROM _nn_samples ORDER BY _nn_row").format(
-                sql.Identifier(name), arguments
-            )
-        ).fetchall()
+        query = sql.SQL("SELECT {}.predict_proba({}) FROM _nn_samples").format(
+            sql.Identifier(name), arguments
+        )
+        try:
+            with self.con.transaction():  # a savepoint: a row that raises is then found alone
+                rows = self.con.execute(query + sql.SQL(" ORDER BY _nn_row")).fetchall()
+        except psycopg.Error:
+            raise self.failure(query, n_rows) from None
         self.con.execute("DROP TABLE _nn_samples")
         return np.array([row[0] for row in rows], dtype=np.float64)
+
+    def failure(self, query: sql.Composed, n_rows: int) -> ScoringFailure:
+        """The first sample row that raises, each tried in a savepoint, with where it raised."""
+        for row in range(n_rows):
+            try:
+                with self.con.transaction():
+                    self.con.execute(query + sql.SQL(" WHERE _nn_row = %s"), [row]).fetchall()
+            except psycopg.Error as error:
+                return ScoringFailure(row, raised_in(error), first_line(error))
+        return ScoringFailure(0, "the scoring query", "an error no single row repeats")
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
         return {**super().registry_row(record, active=active), "kernel": self.kernel}

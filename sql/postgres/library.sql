@@ -1,8 +1,13 @@
 -- nnsql runtime for PostgreSQL: the layer kernels the generated scoring functions call.
 -- Plain PL/pgSQL: no extension, no superuser; works on managed PostgreSQL.
 
--- Activation over a vector. exp() arguments are clamped to ±700 because PostgreSQL raises on
--- exp overflow/underflow; the clamp changes results by less than 1e-300.
+-- PostgreSQL raises where IEEE arithmetic rounds: exp() beyond ±708, and any product or quotient that
+-- rounds to 0 ("value out of range: underflow") or to infinity. So, here and in the generated code
+-- (docs/numerics.md): exp() arguments are clamped to ±700 (exp(-700) ~ 1e-304 stands for 0: a result
+-- moves by < 1e-300), and a factor below 1e-250 in magnitude counts as 0 in a product (its product
+-- would be below 1e-250 times the other factor), so no product of two values rounds to 0.
+
+-- Activation over a vector.
 CREATE OR REPLACE FUNCTION nnsql.activate(v float8[], activation text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
 DECLARE
@@ -39,7 +44,8 @@ END
 $fn$;
 
 -- Dense layer: activation(x · kernel + bias), kernel flattened row-major (inputs x units).
--- Loops input-major and skips zero inputs: image rows are mostly zeros.
+-- Loops input-major and skips zero inputs: image rows are mostly zeros. An input below 1e-250 in
+-- magnitude counts as 0: with a float32 weight (at least 1.4e-45) its product could round to 0.
 CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel real[], bias real[], units integer, activation text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
@@ -49,7 +55,7 @@ DECLARE
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
         xi := x[i];
-        IF xi <> 0 THEN
+        IF xi > 1e-250 OR xi < -1e-250 THEN
             base := (i - 1) * units;
             FOR j IN 1..units LOOP
                 h[j] := h[j] + xi * kernel[base + j];
@@ -113,7 +119,7 @@ BEGIN
         END IF;
         FOR i IN 1..size LOOP
             xi := x[p * size + i];
-            IF xi <> 0 THEN
+            IF xi > 1e-250 OR xi < -1e-250 THEN
                 base := (i - 1) * units;
                 FOR j IN 1..units LOOP y[out + j] := y[out + j] + xi * kernel[base + j]; END LOOP;
             END IF;
@@ -138,7 +144,9 @@ BEGIN
 END
 $fn$;
 
--- Elementwise a op b of two vectors of one size: op is 'add', 'sub', 'mul', 'max' or 'min'.
+-- Elementwise a op b of two vectors of one size: op is 'add', 'sub', 'mul', 'max' or 'min'. A product
+-- with a factor below 1e-150 in magnitude is 0 times the factors (0, or NaN where a factor is NaN):
+-- otherwise two such factors (an LSTM's saturated gates) could round to 0, which PostgreSQL raises on.
 CREATE OR REPLACE FUNCTION nnsql.binary(a float8[], b float8[], op text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
 BEGIN
@@ -147,7 +155,13 @@ BEGIN
     ELSIF op = 'sub' THEN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] - b[i]; END LOOP;
     ELSIF op = 'mul' THEN
-        FOR i IN 1..cardinality(a) LOOP a[i] := a[i] * b[i]; END LOOP;
+        FOR i IN 1..cardinality(a) LOOP
+            IF abs(a[i]) < 1e-150 OR abs(b[i]) < 1e-150 THEN
+                a[i] := 0 * a[i] * b[i];
+            ELSE
+                a[i] := a[i] * b[i];
+            END IF;
+        END LOOP;
     ELSIF op = 'max' THEN
         FOR i IN 1..cardinality(a) LOOP a[i] := greatest(a[i], b[i]); END LOOP;
     ELSIF op = 'min' THEN
@@ -174,11 +188,13 @@ BEGIN
 END
 $fn$;
 
--- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none).
+-- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none); an x below 1e-250 in magnitude counts as 0, as
+-- in nnsql.dense.
 CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
+        IF abs(x[i]) < 1e-250 THEN x[i] := 0 * x[i]; END IF;
         x[i] := x[i] * scale[i] + coalesce(shift[i], 0);
     END LOOP;
     RETURN x;

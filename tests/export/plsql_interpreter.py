@@ -6,17 +6,21 @@ blocks, and runs `UTL_NLA.BLAS_GEMV` as Oracle documents it:
     y := alpha·op(A)·x + beta·y, A an m×n matrix stored in `a` with leading dimension lda,
     pack 'C' column-major (A(i,j) = a[i + j·lda]) or 'R' row-major (A(i,j) = a[i·lda + j]),
     op(A) = A for trans 'N', Aᵀ for 'T'/'C'; x read with stride incx, y with stride incy.
-Arithmetic is float32 like BINARY_FLOAT; activations follow the package's BINARY_DOUBLE procedures.
+Arithmetic is float32 like BINARY_FLOAT; activations follow the package's BINARY_DOUBLE procedures:
+relu, sigmoid, tanh and softmax as the template writes them, every other one by evaluating the
+procedure's own expression text (`OracleExpression`) with Oracle's two kinds of numbers: a BINARY_DOUBLE
+overflows to infinity and underflows to 0 as IEEE says, a NUMBER (an unsuffixed literal) raises
+ORA-01426 past 1e126 (EXP of more than about 290). So a formula that slipped into NUMBER arithmetic would
+fail here as it would in Oracle.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import numpy as np
-
-from export.reference import ELEMENTWISE
 
 FLOAT = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)f")
 KEY = re.compile(r"model = '(\w+)' AND version = (\d+) AND tensor = '([\w.]+)' AND chunk = (\d+)")
@@ -82,9 +86,136 @@ def activate(kind: str, v: np.ndarray) -> np.ndarray:
     if kind == "softmax":
         e = np.exp(np.maximum(z - z.max(), -700))
         return (e / e.sum()).astype(np.float32)
-    if kind in ELEMENTWISE:  # the numpy reference's own definitions, not the formulas the package holds
-        return ELEMENTWISE[kind](z).astype(np.float32)
     raise ValueError(f"unknown activation procedure activate_{kind}")
+
+
+class OracleError(Exception):
+    """What Oracle would raise (ORA-01426 numeric overflow, ORA-01428 argument out of range)."""
+
+
+NUMBER_MAX = 1e126  # Oracle NUMBER's largest magnitude
+
+
+class Number(float):
+    """An Oracle NUMBER: arithmetic among NUMBERs raises ORA-01426 past NUMBER_MAX; with a BINARY_DOUBLE
+    (a numpy value) the result is a BINARY_DOUBLE (Oracle's numeric precedence)."""
+
+    @staticmethod
+    def checked(value: float) -> Number:
+        if not abs(value) < NUMBER_MAX:
+            raise OracleError(f"ORA-01426: numeric overflow ({value:g})")
+        return Number(value)
+
+    def _apply(self, other: object, operation) -> object:
+        if isinstance(other, Number) or type(other) in (int, float):
+            return Number.checked(operation(float(self), float(other)))
+        return operation(np.float64(self), other)
+
+    def __add__(self, other):
+        return self._apply(other, lambda a, b: a + b)
+
+    def __radd__(self, other):
+        return self._apply(other, lambda a, b: b + a)
+
+    def __sub__(self, other):
+        return self._apply(other, lambda a, b: a - b)
+
+    def __rsub__(self, other):
+        return self._apply(other, lambda a, b: b - a)
+
+    def __mul__(self, other):
+        return self._apply(other, lambda a, b: a * b)
+
+    def __rmul__(self, other):
+        return self._apply(other, lambda a, b: b * a)
+
+    def __truediv__(self, other):
+        return self._apply(other, lambda a, b: a / b)
+
+    def __rtruediv__(self, other):
+        return self._apply(other, lambda a, b: b / a)
+
+    def __neg__(self):
+        return Number(-float(self))
+
+
+def _exp(a):
+    if isinstance(a, Number):
+        return Number.checked(math.exp(a)) if a < 300 else Number.checked(math.inf)
+    return np.exp(a)
+
+
+def _ln(a):
+    if isinstance(a, Number) and a <= 0:
+        raise OracleError("ORA-01428: argument is out of range (LN)")
+    return Number(math.log(a)) if isinstance(a, Number) else np.log(a)
+
+
+def _sqrt(a):
+    if isinstance(a, Number) and a < 0:
+        raise OracleError("ORA-01428: argument is out of range (SQRT)")
+    return Number(math.sqrt(a)) if isinstance(a, Number) else np.sqrt(a)
+
+
+def _first_type(function):
+    """GREATEST/LEAST: the result has the first argument's type."""
+
+    def apply(a, b):
+        result = function(np.float64(a), np.float64(b))
+        if not isinstance(a, Number):
+            return result
+        if np.ndim(result) == 0:
+            return Number.checked(float(result))
+        if not (np.abs(result) < NUMBER_MAX).all():  # a vector converted to NUMBER
+            raise OracleError("ORA-01426: numeric overflow")
+        return result
+
+    return apply
+
+
+ORACLE_FUNCTIONS = {
+    "EXP": _exp,
+    "LN": _ln,
+    "SQRT": _sqrt,
+    "TANH": np.tanh,
+    "ABS": np.abs,
+    "GREATEST": _first_type(np.maximum),
+    "LEAST": _first_type(np.minimum),
+    "_case": lambda condition, then, otherwise: np.where(np.float64(condition) > 0, then, otherwise),
+    "BINARY_DOUBLE_NAN": np.float64(np.nan),
+}
+LITERAL = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(d?)(?![\w.])")
+
+
+CASE_WORDS = (("CASE WHEN ", "_case("), (" > 0 THEN ", ", "), (" ELSE ", ", "), (" END", ")"))
+
+
+class OracleExpression:
+    """A PL/SQL expression of the activation procedures over z (BINARY_DOUBLE), evaluated over a vector
+    with Oracle's types: `1.5d` is a BINARY_DOUBLE, `700` a NUMBER."""
+
+    def __init__(self, text: str) -> None:
+        python = text
+        for plsql, replacement in CASE_WORDS:  # first: CASE's "> 0" is no NUMBER
+            python = python.replace(plsql, replacement)
+        python = LITERAL.sub(lambda m: f"np.float64({m[1]})" if m[2] else f"Number({m[1]})", python)
+        self.text, self.code = text, compile(python, "<plsql>", "eval")
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):  # BINARY_DOUBLE: IEEE infinities and zeros, no error
+            value = eval(self.code, {"np": np, "Number": Number, **ORACLE_FUNCTIONS}, {"z": z})
+            return np.broadcast_to(np.asarray(value, dtype=np.float64), z.shape).astype(np.float32)
+
+
+def formulas(package_text: str) -> dict[str, OracleExpression]:
+    """activation → the expression of its generated procedure `activate_<activation>`."""
+    found = re.findall(
+        r"PROCEDURE activate_(\w+)\(v IN OUT NOCOPY UTL_NLA_ARRAY_FLT\) IS\s+z BINARY_DOUBLE;\s+BEGIN\s+"
+        r"FOR i IN 1 \.\. v\.COUNT LOOP\s+z := TO_BINARY_DOUBLE\(v\(i\)\);\s+"
+        r"v\(i\) := TO_BINARY_FLOAT\((.*)\);\s+END LOOP;",
+        package_text,
+    )
+    return {name: OracleExpression(text) for name, text in found}
 
 
 def read_tensors(script: str) -> dict[tuple[str, int], np.ndarray]:
@@ -131,6 +262,7 @@ class PackageInterpreter:
         self.gemv_calls: list[dict[str, str]] = []
         self.steps_run = self.steps_skipped = 0  # loop bodies run to the end, and ended by a mask
         self.gemm_calls: list[dict[str, str]] = []
+        self.formulas = formulas(package_text)
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         env: dict[str, np.ndarray] = dict(self.globals)
@@ -220,7 +352,9 @@ class PackageInterpreter:
             offset, source = int(match[3]), env[match[2]]
             env[match[1]][offset : offset + len(source)] = source
         elif match := re.fullmatch(r"activate_(\w+)\((\w+)\);", statement):
-            env[match[2]] = activate(match[1], env[match[2]])
+            formula = self.formulas.get(match[1])
+            values = env[match[2]]
+            env[match[2]] = formula(values.astype(np.float64)) if formula else activate(match[1], values)
         elif match := re.fullmatch(r"(\w+) := step_of\((\w+), nn_t, (\d+)\);", statement):
             width, t = int(match[3]), env["nn_t"]
             env[match[1]] = env[match[2]][t * width : (t + 1) * width].copy()

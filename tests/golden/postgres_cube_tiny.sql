@@ -17,10 +17,12 @@ DECLARE
     w_output_kernel real[];
     c_hidden_x nnsql.cube[];
     c_hidden_row float8;
+    c_hidden_scale float8;
     c_hidden_points nnsql.cube[];
     c_hidden_norms float8[];
     c_output_x nnsql.cube[];
     c_output_row float8;
+    c_output_scale float8;
     c_output_points nnsql.cube[];
     c_output_norms float8[];
 BEGIN
@@ -46,20 +48,24 @@ BEGIN
       FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.kernel';
     SELECT points, norms INTO c_output_points, c_output_norms
       FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'output.kernel';
-    c_hidden_x := nnsql.cube_chunks(features, 3);
+    c_hidden_scale := nnsql.cube_scale(features);
+    c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale);
     c_hidden_row := nnsql.cube_row_term(c_hidden_x, 4.0);
+    IF array_position(features, 'NaN') IS NOT NULL THEN c_hidden_row := 'NaN'; END IF;
     FOR nn_j IN 0..1 LOOP
-        v_hidden[nn_j + 1] := w_hidden_bias[nn_j + 1] + (
+        v_hidden[nn_j + 1] := w_hidden_bias[nn_j + 1] + c_hidden_scale * (
             c_hidden_row + c_hidden_norms[nn_j + 1] - (
                 nnsql.cube_distance(c_hidden_x[1], c_hidden_points[nn_j * 1 + 1]) ^ 2
             )
         ) / 2;
     END LOOP;
     v_hidden := nnsql.activate(v_hidden, 'relu');
-    c_output_x := nnsql.cube_chunks(v_hidden, 2);
+    c_output_scale := nnsql.cube_scale(v_hidden);
+    c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale);
     c_output_row := nnsql.cube_row_term(c_output_x, 2.0);
+    IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
     FOR nn_j IN 0..1 LOOP
-        v_output[nn_j + 1] := (
+        v_output[nn_j + 1] := c_output_scale * (
             c_output_row + c_output_norms[nn_j + 1] - (
                 nnsql.cube_distance(c_output_x[1], c_output_points[nn_j * 1 + 1]) ^ 2
             )

@@ -1,0 +1,72 @@
+"""Rows at the scale of raw physics features (±1e3, ±1e4) through every activation and recurrent cell, on
+every target: no error, and the answer (docs/numerics.md). PostgreSQL raises where IEEE arithmetic
+rounds (exp beyond ±708, a product that rounds to 0), so its three kernels are the ones at risk; the
+others prove the same rows agree everywhere.
+
+What the rows are compared with, as the export's gate does (export/pipeline.py `expectations`): the
+float64 reference (export/reference.py), within 1e-5 for a target computing in float64; a float32
+target (Oracle's BINARY_FLOAT package, onnxruntime) within the larger of 1e-5 and 4× float32 Keras's own
+distance from the reference on that row. Ordinary rows keep the 1e-5 gate against Keras itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from export import reference
+from export.keras_frontend import to_ir
+from export.pipeline import FLOAT32_MARGIN
+from tests import models, zoo
+from tests.export.executors import OnnxExecutor, OracleScriptExecutor
+
+FLOAT32_TARGETS = (OracleScriptExecutor, OnnxExecutor)
+
+
+@pytest.fixture(scope="session")
+def at_scale_model(tmp_path_factory):
+    built: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in built:
+            model = zoo.build(name)
+            built[name] = (model, models.save(model, tmp_path_factory.mktemp(name)))
+        return built[name]
+
+    return get
+
+
+def rows_at_scale(model, seed: int = 7) -> tuple[list[np.ndarray], np.ndarray]:
+    """Ordinary rows, then the same rows ×1e3 and ×1e4 with random signs, and rows of magnitudes 0.01 to
+    1e4 (sequences zero-padded as zoo.rows pads them); and per row, True for a row at scale."""
+    base = zoo.rows(model, 12, seed, empty=False)
+    generator = np.random.default_rng(seed)
+    parts = [base]
+    for scale in (1e3, 1e4):
+        parts.append([x * scale * generator.choice([-1.0, 1.0], x.shape) for x in base])
+    magnitudes = [
+        10.0 ** generator.uniform(-2, 4, x.shape) * generator.choice([-1, 1], x.shape) for x in base
+    ]
+    parts.append([np.where(x == 0, 0.0, m) for x, m in zip(base, magnitudes, strict=True)])
+    rows = [np.concatenate([part[i] for part in parts]).astype(np.float32) for i in range(len(base))]
+    return rows, np.arange(len(rows[0])) >= len(base[0])
+
+
+@pytest.mark.parametrize("name", list(zoo.AT_SCALE))
+def test_rows_at_scale_score_without_error_on_every_target(any_target, at_scale_model, name):
+    model, path = at_scale_model(name)
+    assert any_target.export(path, "scaled") == 0
+    x, at_scale = rows_at_scale(model)
+    actual = any_target.predict("scaled", x[0])  # PostgreSQL raised here: value out of range
+    keras_scores = model.predict(x if len(x) > 1 else x[0], verbose=0)
+    graph = to_ir(model, target="duckdb")
+    exact = reference.run(graph, dict(zip((spec.name for spec in graph.inputs), x, strict=True)))
+    assert np.isfinite(actual).all()
+    ordinary = np.abs(actual - keras_scores)[~at_scale].max()
+    assert ordinary <= 1e-5, f"ordinary rows: max |Δp| {ordinary:.2e} against Keras"
+    distance = np.abs(actual - exact).max(axis=1)[at_scale]
+    allowed = np.full(len(distance), 1e-5)
+    if isinstance(any_target, FLOAT32_TARGETS):
+        drift = np.abs(keras_scores - exact).max(axis=1)[at_scale]
+        allowed = np.maximum(allowed, FLOAT32_MARGIN * drift)
+    assert (distance <= allowed).all(), f"rows at scale: max |Δp| {distance.max():.2e} against float64"
