@@ -148,7 +148,7 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple
     if rank == 3:
         return per_step_dense(layer, layer, inputs, ctx)
     kernel = ir.Weights(np.asarray(layer.kernel.numpy()))
-    bias = ir.Weights(np.asarray(layer.bias.numpy())) if layer.use_bias else None
+    bias = ir.Weights(np.asarray(layer.bias.numpy())) if uses_bias(layer) else None
     if rank != 2:
         raise ctx.unsupported(layer, f"Dense over a rank-{rank} input")
     name, activation = ctx.node_name(layer), activation_name(layer, ctx, lowered=LOWERED_ACTIVATIONS)
@@ -164,6 +164,12 @@ def _dense(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple
     return ir.Dense(
         name=name, inputs=inputs, kernel=kernel, bias=bias, activation=activation, source=describe(layer)
     )
+
+
+def uses_bias(layer: Any) -> bool:
+    """A layer's use_bias; a Dense that tf.keras revived from a SavedModel without its class (its
+    activation a TensorFlow function, such as 'log_softmax_v2') keeps it in its config only."""
+    return bool(getattr(layer, "use_bias", layer.get_config().get("use_bias", True)))
 
 
 def softmax_nodes(
@@ -195,7 +201,7 @@ def per_step_dense(
         name=ctx.name_for(f"{name}_logits") if grouped else name,
         inputs=inputs,
         kernel=ir.Weights(np.asarray(dense.kernel.numpy())),
-        bias=ir.Weights(np.asarray(dense.bias.numpy())) if dense.use_bias else None,
+        bias=ir.Weights(np.asarray(dense.bias.numpy())) if uses_bias(dense) else None,
         activation="linear" if grouped else activation,
         patches=int(steps),
         source=describe(owner),

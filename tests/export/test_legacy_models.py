@@ -142,3 +142,51 @@ def test_tf_keras_hard_sigmoid_keeps_its_own_definition(tmp_path):
     assert executor.export(path, "hs") == 0
     x = (generator.random((30, 5), dtype=np.float32) - 0.5) * 8
     assert np.abs(executor.predict("hs", x) - model.predict(x, verbose=0)).max() <= 1e-5
+
+
+# Activations given as TensorFlow functions, as tf.keras scripts write them; a legacy file holds each under
+# the function's own name ('log_softmax_v2' for tf.nn.log_softmax, 'exp' for tf.math.exp, ...).
+TF_FUNCTIONS = (
+    "nn.relu6", "nn.swish", "nn.silu", "nn.gelu", "nn.elu", "nn.selu", "nn.softplus", "math.softplus",
+    "nn.softsign", "nn.sigmoid", "math.sigmoid", "nn.tanh", "math.tanh", "nn.leaky_relu", "nn.relu",
+    "math.log_sigmoid", "nn.softmax",
+)  # fmt: skip
+
+
+def tf_function_model(seed: int = 8):
+    """A tf.keras model whose layers take tf.nn / tf.math functions as activations, ending in
+    tf.nn.log_softmax; tf.math.exp after a tanh (it overflows float32 beyond 88)."""
+    import tensorflow as tf
+    import tf_keras
+
+    layers = tf_keras.layers
+    features = layers.Input(shape=(6,), name="features")
+    branches = []
+    for index, path in enumerate(TF_FUNCTIONS):
+        module, function = path.split(".")
+        activation = getattr(getattr(tf, module), function)
+        branches.append(layers.Dense(3, activation=activation, name=f"f{index}")(features))
+    bounded = layers.Dense(3, activation="tanh", name="bounded")(features)
+    branches.append(layers.Dense(3, activation=tf.math.exp, name="exp")(bounded))
+    joined = layers.concatenate(branches)
+    output = layers.Dense(4, activation=tf.nn.log_softmax, name="log_probabilities")(joined)
+    model = tf_keras.Model(features, output)
+    generator = np.random.default_rng(seed)
+    model.set_weights([generator.normal(0, 0.5, w.shape).astype(np.float32) for w in model.get_weights()])
+    return model
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("fmt", ["h5", "savedmodel"])
+def test_tf_function_activations_of_a_legacy_file_export(tmp_path, fmt):
+    """tf.keras cannot read its own .h5 back ('Unknown activation function'), and Keras 3 reads it with
+    Keras's functions under those names; the SavedModel keeps 'log_softmax_v2' in the layer's config.
+    Both export with parity, scored against the tf.keras model that wrote them."""
+    model = tf_function_model()
+    path = tmp_path / ("model.h5" if fmt == "h5" else "savedmodel")
+    model.save(path, save_format="h5" if fmt == "h5" else "tf")
+    executor = DuckDBExecutor(tmp_path)
+    assert executor.export(path, "legacy") == 0
+    x = np.random.default_rng(2).normal(0, 2, (30, 6)).astype(np.float32)
+    expected = model.predict(x, verbose=0)
+    assert np.abs(executor.predict("legacy", x) - expected).max() <= 1e-5
