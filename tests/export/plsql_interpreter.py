@@ -201,6 +201,10 @@ class OracleExpression:
         python = LITERAL.sub(lambda m: f"np.float64({m[1]})" if m[2] else f"Number({m[1]})", python)
         self.text, self.code = text, compile(python, "<plsql>", "eval")
 
+    def number(self, z: float) -> float:
+        """The expression with z declared NUMBER instead (what the package must never do)."""
+        return float(eval(self.code, {"np": np, "Number": Number, **ORACLE_FUNCTIONS}, {"z": Number(z)}))
+
     def __call__(self, z: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):  # BINARY_DOUBLE: IEEE infinities and zeros, no error
             value = eval(self.code, {"np": np, "Number": Number, **ORACLE_FUNCTIONS}, {"z": z})

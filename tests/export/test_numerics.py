@@ -73,14 +73,13 @@ def test_rows_at_scale_score_without_error_on_every_target(any_target, at_scale_
     assert (distance <= allowed).all(), f"rows at scale: max |Δp| {distance.max():.2e} against float64"
 
 
-def test_oracle_formulas_are_binary_double_and_never_raise(monkeypatch):
-    """Every formula as the Oracle package writes it, run by the interpreter with Oracle's types: its
-    literals are BINARY_DOUBLE (`700.0d`), so exp(±700) is a number, not ORA-01426. The same formulas
-    with NUMBER literals (no `d`) would raise as Oracle does: NUMBER overflows past 1e126."""
+def test_oracle_formulas_are_binary_double_and_never_raise():
+    """Every formula as the Oracle package writes it, run by the interpreter with Oracle's types: z and
+    the literals (`700.0d`) are BINARY_DOUBLE, so exp(700) is a number and never ORA-01426. Over a z
+    declared NUMBER the same text would raise as Oracle does (NUMBER overflows past 1e126)."""
     z = np.array([-1e4, -1e3, -750.0, -1.0, 0.0, 1e-300, 2.0, 750.0, 1e3, 1e4])
     for name in activations.FORMULAS:  # BINARY_FLOAT results: exponential is inf past 88.7, as in Keras
         values = OracleExpression(activations.formula(name, "plsql", "z"))(z)
         assert name == "exponential" or np.isfinite(values[z >= 1]).all(), name
-    monkeypatch.setattr(activations, "number", lambda value, dialect: repr(float(value)))
     with pytest.raises(OracleError, match="ORA-01426"):
-        OracleExpression(activations.formula("exponential", "plsql", "z"))(z)
+        OracleExpression(activations.formula("exponential", "plsql", "z")).number(750.0)
