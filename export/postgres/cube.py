@@ -1,8 +1,9 @@
 """IR → PostgreSQL with the cube kernel: the PL/pgSQL generator, with every Dense product computed by the
 trusted extension cube's C `cube_distance` (the algebra and its error bound: export/postgres/kernels.py).
 
-Per Dense node, the generated code scales the input by a power of two s ≥ max|x| (exact), cuts x/s into
-points once, computes the row's term once, then runs one statement per unit whose chunks are unrolled:
+Per Dense node, the generated code cuts the input into points, divides it by a power of two s at or above
+their largest norm when that exceeds 1 (exact), computes the row's term once, then runs one statement per
+unit whose chunks are unrolled:
 
     h[j] = bias[j] + s · (row + |v_j|² − Σ_c cube_distance(x_c/s, v_jc)²) / 2
 """
@@ -38,8 +39,9 @@ class CubeGenerator(PostgresGenerator):
         bias = f"{weight_variable(node, 'bias')}[nn_j + 1] + " if node.bias is not None else ""
         scale = f"c_{node.name}_scale"
         lines = [
-            f"{scale} := nnsql.cube_scale({x});",
-            f"{points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
+            f"{points} := nnsql.cube_chunks({x}, {layout.chunk});",
+            f"{scale} := nnsql.cube_scale({points});",  # 1 for inputs within ±1: nothing more to do
+            f"IF {scale} > 1 THEN {points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale}); END IF;",
             f"{row} := nnsql.cube_row_term({points}, {layout.shift!r});",
             # cube_distance reads a NaN coordinate as a distance, not NaN: a NaN input (a fully masked
             # average's) makes every unit NaN, as in Keras

@@ -18,7 +18,8 @@ sign never changes and the branch is predicted (3.8× faster, measured). For eve
 
 |x + M|² and |x − v|² are cube distances squared, |v|² is stored. Any input gives the exact identity;
 inputs below −1 only run slower. The rounding grows with |x|², so x is first divided by a power of
-two s ≥ max|x| (exact) and the product multiplied back: x·w = s·((x/s)·w); it then grows with s.
+two s at or above its chunks' largest norm (exact; s = 1 for inputs within ±1 up to a chunk's norm) and
+the product multiplied back: x·w = s·((x/s)·w); it then grows with s.
 Rounding: with u = 2⁻⁵³, each squared distance of k terms is within (k + 3)·u of itself relatively, so
 the error of one product is at most
 
@@ -124,16 +125,20 @@ def cube_kernel(kernel: np.ndarray) -> CubeKernel:
     return CubeKernel(inputs, units, -(-inputs // chunks), shift, vectors, norms)
 
 
-def input_scale(x: np.ndarray) -> np.ndarray:
-    """Per row, the power of two s ≥ max|x| (at least 1) the generated code divides the row by."""
-    peak = np.abs(np.asarray(x, np.float64)).max(axis=1)
-    return np.where(peak > 1, 2.0 ** np.ceil(np.log(np.maximum(peak, 1.0)) / np.log(2.0)), 1.0)  # as SQL
+def input_scale(x: np.ndarray, chunk: int) -> np.ndarray:
+    """Per row, the power of two s (1 at least) at or above the largest norm of the row's chunks, as
+    nnsql.cube_scale computes it: at or above max|x|."""
+    rows = np.asarray(x, np.float64)
+    peak = np.max(
+        [np.linalg.norm(rows[:, c : c + chunk], axis=1) for c in range(0, rows.shape[1], chunk)], axis=0
+    )
+    return np.where(peak > 1, 2.0 ** np.ceil(np.log(np.maximum(peak, 1.0)) / np.log(2.0)), 1.0)
 
 
 def dot_error_bound(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """Per row and unit, the bound above on |x·w(cube kernel) − x·w(exact)|, for x/s times s."""
     layout = cube_kernel(kernel)
-    scale = input_scale(x)[:, None]
+    scale = input_scale(x, layout.chunk)[:, None]
     x_norms = np.sum((np.asarray(x, np.float64) / scale) ** 2, axis=1, keepdims=True)
     w_norms = np.sum(np.asarray(kernel, np.float64) ** 2, axis=0)[None, :]
     spread = 3 * layout.inputs * layout.shift**2

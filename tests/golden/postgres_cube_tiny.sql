@@ -48,8 +48,9 @@ BEGIN
       FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.kernel';
     SELECT points, norms INTO c_output_points, c_output_norms
       FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'output.kernel';
-    c_hidden_scale := nnsql.cube_scale(features);
-    c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale);
+    c_hidden_x := nnsql.cube_chunks(features, 3);
+    c_hidden_scale := nnsql.cube_scale(c_hidden_x);
+    IF c_hidden_scale > 1 THEN c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale); END IF;
     c_hidden_row := nnsql.cube_row_term(c_hidden_x, 4.0);
     IF array_position(features, 'NaN') IS NOT NULL THEN c_hidden_row := 'NaN'; END IF;
     FOR nn_j IN 0..1 LOOP
@@ -60,8 +61,9 @@ BEGIN
         ) / 2;
     END LOOP;
     v_hidden := nnsql.activate(v_hidden, 'relu');
-    c_output_scale := nnsql.cube_scale(v_hidden);
-    c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale);
+    c_output_x := nnsql.cube_chunks(v_hidden, 2);
+    c_output_scale := nnsql.cube_scale(c_output_x);
+    IF c_output_scale > 1 THEN c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale); END IF;
     c_output_row := nnsql.cube_row_term(c_output_x, 2.0);
     IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
     FOR nn_j IN 0..1 LOOP
