@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class Number(float):
             raise OracleError(f"ORA-01426: numeric overflow ({value:g})")
         return Number(value)
 
-    def _apply(self, other: object, operation) -> object:
+    def _apply(self, other: Any, operation) -> Any:
         if isinstance(other, Number) or type(other) in (int, float):
             return Number.checked(operation(float(self), float(other)))
         return operation(np.float64(self), other)
