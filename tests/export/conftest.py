@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import models, zoo
 from tests.export.executors import (
     CubeExecutor,
     DuckDBExecutor,
@@ -51,3 +52,17 @@ def scorer(request, tmp_path):
 def any_target(request, tmp_path):
     """Every target of the product, ONNX (scored by onnxruntime) included: parity only."""
     return executor(request.param, request, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def zoo_model(tmp_path_factory):
+    """Each model of tests/zoo.py built and saved once per session: name → (model, path)."""
+    built: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in built:
+            model = zoo.build(name)
+            built[name] = (model, models.save(model, tmp_path_factory.mktemp(name)))
+        return built[name]
+
+    return get

@@ -17,24 +17,11 @@ import pytest
 from export import activations, reference
 from export.keras_frontend import to_ir
 from export.pipeline import FLOAT32_MARGIN
-from tests import models, zoo
+from tests import zoo
 from tests.export.executors import OnnxExecutor, OracleScriptExecutor
 from tests.export.plsql_interpreter import OracleError, OracleExpression
 
 FLOAT32_TARGETS = (OracleScriptExecutor, OnnxExecutor)
-
-
-@pytest.fixture(scope="session")
-def at_scale_model(tmp_path_factory):
-    built: dict[str, tuple] = {}
-
-    def get(name: str):
-        if name not in built:
-            model = zoo.build(name)
-            built[name] = (model, models.save(model, tmp_path_factory.mktemp(name)))
-        return built[name]
-
-    return get
 
 
 def rows_at_scale(model, seed: int = 7) -> tuple[list[np.ndarray], np.ndarray]:
@@ -54,8 +41,8 @@ def rows_at_scale(model, seed: int = 7) -> tuple[list[np.ndarray], np.ndarray]:
 
 
 @pytest.mark.parametrize("name", list(zoo.AT_SCALE))
-def test_rows_at_scale_score_without_error_on_every_target(any_target, at_scale_model, name):
-    model, path = at_scale_model(name)
+def test_rows_at_scale_score_without_error_on_every_target(any_target, zoo_model, name):
+    model, path = zoo_model(name)
     assert any_target.export(path, "scaled") == 0
     x, at_scale = rows_at_scale(model)
     actual = any_target.predict("scaled", x[0])  # PostgreSQL raised here: value out of range

@@ -6,22 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests import models, zoo
+from tests import zoo
 from tests.export.executors import OracleScriptExecutor
-
-
-@pytest.fixture(scope="session")
-def zoo_model(tmp_path_factory):
-    """Each zoo model built and saved once per session: name → (model, path)."""
-    built: dict[str, tuple] = {}
-
-    def get(name: str):
-        if name not in built:
-            model = zoo.build(name)
-            built[name] = (model, models.save(model, tmp_path_factory.mktemp(name)))
-        return built[name]
-
-    return get
 
 
 @pytest.mark.parametrize("name", list(zoo.ZOO))
