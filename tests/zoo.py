@@ -254,29 +254,21 @@ def gelu_operations() -> keras.Model:
     return keras.Model(features, layers.Dense(CLASSES, activation="softmax", name="out")(joined))
 
 
-def masked_pooling(pooling: type[keras.layers.Layer]) -> keras.Model:
-    """Global pooling over masked sequences, in each way a mask reaches it: Masking, a masked LSTM's and a
-    masked Bidirectional LSTM's sequences, and Embedding(mask_zero) (export/frontend_masked_pooling.py)."""
+def masked_pooling() -> keras.Model:
+    """GlobalAveragePooling1D and GlobalMaxPooling1D over masked sequences, in each way a mask reaches
+    them: Masking, a masked LSTM's and a masked Bidirectional LSTM's sequences, and Embedding(mask_zero)
+    (export/frontend_masked_pooling.py)."""
     sequence = keras.Input((STEPS, FEATURES), name="sequence")
     tokens = keras.Input((STEPS,), dtype="int32", name="tokens")
     masked = layers.Masking(0.0, name="mask")(sequence)
     lstm = layers.LSTM(4, return_sequences=True, name="lstm")(masked)
     both = layers.Bidirectional(layers.LSTM(3, return_sequences=True), name="bi")(masked)
     embedded = layers.Embedding(VOCABULARY, 3, mask_zero=True, name="embed")(tokens)
-    pooled = [
-        pooling(name=f"pool_{name}")(value)
-        for name, value in (("masked", masked), ("lstm", lstm), ("bi", both), ("embedded", embedded))
-    ]
+    sources = (("masked", masked), ("lstm", lstm), ("bi", both), ("embedded", embedded))
+    pooled = [layers.GlobalAveragePooling1D(name=f"mean_{name}")(value) for name, value in sources]
+    pooled += [layers.GlobalMaxPooling1D(name=f"max_{name}")(value) for name, value in sources]
     joined = layers.Concatenate(name="joined")(pooled)
     return keras.Model([sequence, tokens], layers.Dense(CLASSES, activation="softmax", name="out")(joined))
-
-
-def masked_average_pooling() -> keras.Model:
-    return masked_pooling(layers.GlobalAveragePooling1D)
-
-
-def masked_max_pooling() -> keras.Model:
-    return masked_pooling(layers.GlobalMaxPooling1D)
 
 
 ZOO: dict[str, Callable[[], keras.Model]] = {
@@ -303,8 +295,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
     "adapted_normalization": adapted_normalization,
     "softmax_groups_and_thresholds": softmax_groups_and_thresholds,
     "gelu_operations": gelu_operations,
-    "masked_average_pooling": masked_average_pooling,
-    "masked_max_pooling": masked_max_pooling,
+    "masked_pooling": masked_pooling,
 }
 
 
