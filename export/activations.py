@@ -157,9 +157,8 @@ FORMULAS: dict[str, Expr] = {
     # internal: log_softmax's logarithm of a sum ≥ 1, and ReLU's threshold test x > 0 (1 or 0)
     "ln": ln(X),
     "step": if_positive(X, 1.0, 0.0),
-    # internal: masked GlobalAveragePooling1D's |x| and 1/count of a whole count that a product may
-    # give as 0 ± rounding (the cube kernel's): NaN for a count of 0, Keras's 0/0
-    "abs": call("abs", X),
+    # internal: masked GlobalAveragePooling1D's 1/count, of a whole count that a product may give as
+    # 0 ± rounding (the cube kernel's): NaN for a count of 0, Keras's 0/0
     "count_reciprocal": if_positive(X - 0.5, 1.0 / maximum(X, 0.5), Expr("nan")),
     "log_sigmoid": -softplus(-X),
 }

@@ -5,14 +5,12 @@ every step is masked gives 0/0 = NaN in Keras (both versions), and NaN here: `co
 count of 0 is NaN. GlobalMaxPooling1D ignores the mask in both versions (Keras 3 warns that it "destroys
 the mask information"): its max runs over every step, padding included, so it needs nothing of its own.
 
-The mask is recomputed as 0/1 values from what the step mask tests (a StepMask's own representation is
-the target's business: DuckDB keeps the kept steps' indices): m_t = step(Σ_f |s_tf|), s the Masking
-layer's input or Embedding's token indices.
+The step mask is a value of 1.0 per kept step and 0.0 per masked one on every target (ir.StepMask),
+so the average reads it as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,39 +20,16 @@ from export import ir
 from export.keras_frontend import Context, describe
 
 
-def kept_steps(mask: ir.StepMask, ctx: Context, role: Callable[[str], str]) -> tuple[list[ir.Node], str]:
-    """Nodes giving 1 for each kept step of `mask`'s sequence and 0 for a masked one; and their name."""
-    source, steps = mask.inputs[0], mask.steps
-    width = ctx.size_of(source) // steps
-    nodes: list[ir.Node] = []
-    total = source
-    if width > 1:  # a step is kept when some feature is not 0: Σ|s| > 0
-        magnitude = ir.ActivationNode(name=role("magnitude"), inputs=(source,), activation="abs")
-        total = role("total")
-        ones = ir.Weights(np.ones((width, 1)))
-        nodes += [magnitude, ir.PatchDense(name=total, inputs=(magnitude.name,), kernel=ones, patches=steps)]
-    elif any(spec.name == source and spec.dtype == "int32" for spec in ctx.specs):
-        pass  # token indices are never negative: kept where the token is above 0
-    else:
-        total = role("magnitude")
-        nodes.append(ir.ActivationNode(name=total, inputs=(source,), activation="abs"))
-    nodes.append(ir.ActivationNode(name=role("kept"), inputs=(total,), activation="step"))
-    return nodes, role("kept")
-
-
 def masked_average(layer: Any, x: str, ctx: Context, steps: int, channels: int) -> tuple[ir.Node, ...]:
     """The mean of the kept steps of a (steps, channels) sequence, per channel."""
-    name, source = ctx.node_name(layer), describe(layer)
-    mask = ctx.built_node(ctx.masks[x])
-    assert isinstance(mask, ir.StepMask), f"{ctx.masks[x]} is not a step mask"
+    name, source, kept = ctx.node_name(layer), describe(layer), ctx.masks[x]
 
     def role(suffix: str) -> str:
         return ctx.name_for(f"{name}_{suffix}")
 
-    nodes, kept = kept_steps(mask, ctx, role)
     each = np.repeat(np.arange(steps), channels)  # step t's flag for each of its channels
     by_channel = np.arange(steps * channels).reshape(steps, channels).T.ravel()  # channel-major
-    nodes += [
+    nodes: list[ir.Node] = [
         ir.Gather(name=role("kept_each"), inputs=(kept,), indices=ir.Weights(each)),
         ir.Binary(name=role("masked"), inputs=(x, role("kept_each")), op="mul"),
         ir.Gather(name=role("by_channel"), inputs=(role("masked"),), indices=ir.Weights(by_channel)),

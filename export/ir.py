@@ -37,13 +37,12 @@ ELEMENTWISE: tuple[str, ...] = (
     "rsqrt",
     "ln",
     "step",
-    "abs",
     "count_reciprocal",
 )
 ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", *ELEMENTWISE)
 # Made by lowerings (LayerNormalization, log_softmax, ReLU's threshold, masked average pooling), never
 # read from a Keras layer.
-INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step", "abs", "count_reciprocal")
+INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step", "count_reciprocal")
 
 
 @dataclass(frozen=True, eq=False)

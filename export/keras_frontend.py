@@ -63,16 +63,6 @@ class Context:
     calls: dict[int, int] = field(default_factory=dict)  # id(layer) → times applied so far
     arguments: dict[str, Any] = field(default_factory=dict)  # the keyword arguments of the current call
     tensors: list[Any] = field(default_factory=list)  # the tensors the current call reads, in order
-    specs: tuple[ir.TensorSpec, ...] = ()  # the model's inputs
-    built: list[ir.Node] = field(default_factory=list)  # the nodes converted so far, in order
-
-    def built_node(self, name: str) -> ir.Node:
-        """A node converted earlier (a converter reads what a mask was computed from, for instance)."""
-        return ir.Graph(inputs=self.specs, nodes=tuple(self.built), output=name).node(name)
-
-    def size_of(self, name: str) -> int:
-        """The number of values of an input or of a value converted earlier."""
-        return ir.Graph(inputs=self.specs, nodes=tuple(self.built), output=name).size_of(name)
 
     def unsupported(self, layer: Any, detail: str = "") -> UnsupportedLayer:
         return UnsupportedLayer(describe(layer), self.target, detail)
@@ -326,21 +316,13 @@ def bounded(
         if spec.dtype == "int32":
             readers = [node for node in nodes if spec.name in node.inputs]
             tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
-            if not tables or not all(reads_indices(node) for node in readers):
+            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
                 raise UnsupportedLayer(
                     f"input '{spec.name}'", target, "an integer input not read by Embedding only"
                 )
             spec = replace(spec, bound=min(tables))
         specs.append(spec)
     return tuple(specs)
-
-
-def reads_indices(node: ir.Node) -> bool:
-    """A node that may read an integer input: Embedding's lookup, or its mask's test for 0 (a StepMask,
-    or the `step` test of a masked average)."""
-    return isinstance(node, ir.Lookup | ir.StepMask) or (
-        isinstance(node, ir.ActivationNode) and node.activation == "step"
-    )
 
 
 def positional_tensors(inbound: Any) -> list[Any]:
@@ -393,8 +375,7 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         if len(tensor.shape) != 2:
             raise ExportError(f"output {tensor.name!r} has shape {tuple(tensor.shape)}; outputs must be flat")
     values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
-    ctx.specs = inputs
-    nodes: list[ir.Node] = ctx.built
+    nodes: list[ir.Node] = []
 
     def visit(tensor: Any) -> str:
         if id(tensor) in values:

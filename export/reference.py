@@ -67,7 +67,6 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "ln": np.log,
     "step": lambda x: (x > 0).astype(np.float64),
-    "abs": np.abs,
     "count_reciprocal": lambda x: np.divide(1.0, x, out=np.full_like(x, np.nan), where=x > 0.5),
 }
 
