@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from export.keras_frontend import load_model, read_metadata, to_ir
-from export.pipeline import ExportRequest, Prepared, joined, publish
+from export.pipeline import ExportRequest, Prepared, expectations, joined, publish
 from export.samples import sample_inputs
 from export.target import TARGETS
 from tests import models, outside_zoo
@@ -53,6 +53,14 @@ class Compiled:
         gate_scores = predicted(self.model, [samples.inputs[spec.name] for spec in graph.inputs])
         self.request = ExportRequest(self.path, name, sample_rows=GATE_ROWS)
         self.prepared = Prepared(graph=graph, metadata=metadata, samples=samples, expected=gate_scores)
+        self.gate_scores = gate_scores
+
+    def prepared_for(self, target: str) -> Prepared:
+        """What the pipeline's `prepare` gives the target: rows at scale compared with the float64
+        reference, within the target's allowance (export/pipeline.py `expectations`)."""
+        float32 = TARGETS[target].capabilities.float32
+        wanted = expectations(self.prepared.graph, self.prepared.samples, self.gate_scores, 1e-5, float32)
+        return replace(self.prepared, expected=wanted[0], allowed=wanted[1])
 
 
 def predicted(model, inputs: list[np.ndarray]) -> np.ndarray:
@@ -92,7 +100,7 @@ def published(target: str, zoo: Compiled, name: str, where: Path | str) -> None:
     else:
         store = PostgresStore(str(where), progress=False, kernel=KERNELS[target])
     try:
-        publish(store, request, zoo.prepared, target)
+        publish(store, request, zoo.prepared_for(target), target)
     finally:
         store.close()
 
@@ -129,7 +137,7 @@ def scored_by_oracle_scripts(zoo: Compiled, name: str, directory: Path) -> np.nd
 
     TARGETS["oracle"].capabilities.check(zoo.prepared.graph)
     check_weights_finite(zoo.prepared.graph)
-    write_scripts(directory, replace(zoo.request, name=name), zoo.prepared, 1)
+    write_scripts(directory, replace(zoo.request, name=name), zoo.prepared_for("oracle"), 1)
     package = (directory / "03_package_v1.sql").read_text()
     assert all(not unit["errors"] for unit in parseora.parse(package, version="19c"))
     scorer = OracleScriptExecutor(directory.parent)
