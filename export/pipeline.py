@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from export import ir, parity
+from export import budget, ir, parity
 from export.keras_frontend import load_model, read_metadata, to_ir
 from export.names import check_model_name
 from export.samples import SampleSet, sample_inputs
@@ -71,6 +71,8 @@ class Store(Protocol):
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
     def close(self) -> None: ...
 
+    progress: bool
+
 
 @dataclass(frozen=True)
 class ExportRequest:
@@ -79,6 +81,7 @@ class ExportRequest:
     sample_rows: int = 1000
     tolerance: float = parity.DEFAULT_TOLERANCE
     load_test_data: bool = False
+    parity_seconds: float = budget.DEFAULT_SECONDS  # sample rows scored in the database: see export/budget.py
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,8 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
     with store.session():
         version = store.next_version(request.name)
         store.stage(request.name, version, graph)
-        actual = store.scores(request.name, prepared.samples.inputs)
-        report = parity.compare(prepared.expected, actual, request.tolerance)
+        actual, scored = score_samples(store, request, prepared, target)
+        report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance)
         parity.require(report, target)
         record = VersionRecord(
             name=request.name,
@@ -134,13 +137,27 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
             source=str(request.model_path),
             metadata=json.dumps(prepared.metadata),
             parity=report,
-            sample_source=prepared.samples.source,
+            sample_source=scored.describe(prepared.samples.source),
         )
         store.activate(record)
         if request.load_test_data:
             features, labels = load_test_split(prepared.metadata)
             store.load_test_data(request.name, features, labels)
     return record
+
+
+def score_samples(
+    store: Store, request: ExportRequest, prepared: Prepared, target: str
+) -> tuple[np.ndarray, budget.Outcome]:
+    """The staged version's scores of as many sample rows as the parity budget allows (export/budget.py)."""
+    kernel = getattr(store, "kernel", "")
+    return budget.score_within_budget(
+        lambda start, stop: store.scores(request.name, budget.rows_of(prepared.samples.inputs, start, stop)),
+        prepared.samples.rows,
+        budget.Budget(seconds=request.parity_seconds),
+        where=f"{target} ({kernel})" if kernel else target,
+        progress=store.progress,
+    )
 
 
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from export import cli, parity
+from export import budget, cli, parity
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
 from export.names import check_model_name
@@ -84,19 +85,55 @@ def legacy_to_onnx(model, path: Path) -> None:
 
 
 def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
+    return session_predict(load_session(path), samples.inputs)
+
+
+def load_session(path: Path):
+    """An onnxruntime session on the converted model, or a one-line error."""
     import onnxruntime
 
     try:
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(
             f"onnxruntime cannot load the converted model for target '{TARGET}': {first}"
         ) from None
+
+
+def session_predict(session, inputs: dict[str, np.ndarray]) -> np.ndarray:
     feeds: dict[str, np.ndarray] = {
-        i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
+        i.name: inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
     }
     return joined(session.run(None, feeds))  # every output, joined as Keras's are
+
+
+def batch_predict(session, inputs: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
+    return session_predict(session, budget.rows_of(inputs, start, stop))
+
+
+def check_parity(
+    path: Path,
+    sets: list[SampleSet],
+    expected: list[np.ndarray],
+    tolerance: float,
+    limits: budget.Budget,
+    progress: bool,
+) -> tuple[parity.ParityReport, str]:
+    """onnxruntime's scores of each sample set against Keras's, within the parity budget; raises
+    ParityError on a disagreement. Returns the last set's report and its sample source."""
+    session = load_session(path)
+    for samples, keras_scores in zip(sets, expected, strict=True):
+        actual, outcome = budget.score_within_budget(
+            partial(batch_predict, session, samples.inputs),
+            samples.rows,
+            limits,
+            where="onnxruntime",
+            progress=progress,
+        )
+        report = parity.compare(keras_scores[: outcome.rows], actual, tolerance)
+        parity.require(report, TARGET)
+    return report, outcome.describe(samples.source)
 
 
 ONNX_TYPES = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
@@ -151,7 +188,14 @@ def dimension(size: int | None) -> int:
 
 
 def export(
-    model_path: Path, repo: Path, name: str, rows: int, tolerance: float
+    model_path: Path,
+    repo: Path,
+    name: str,
+    rows: int,
+    tolerance: float,
+    *,
+    parity_seconds: float = budget.DEFAULT_SECONDS,
+    progress: bool = False,
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
     model = load_model(model_path)
@@ -160,9 +204,8 @@ def export(
     expected = [keras_predict(model, samples) for samples in sets]  # before export: it needs a called model
     with staging(repo, name) as staged:
         convert(model, staged / MODEL_FILE)
-        for samples, keras_scores in zip(sets, expected, strict=True):
-            report = parity.compare(keras_scores, onnx_predict(staged / MODEL_FILE, samples), tolerance)
-            parity.require(report, TARGET)
+        limits = budget.Budget(seconds=parity_seconds)
+        report, sample_source = check_parity(staged / MODEL_FILE, sets, expected, tolerance, limits, progress)
         n_out = int(model.outputs[0].shape[-1])
         document = {
             "inputs": [
@@ -176,7 +219,7 @@ def export(
             "classes": metadata.get("classes") or [str(i) for i in range(n_out)],
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),
-            "parity": {**report.as_dict(), "sample_source": samples.source},
+            "parity": {**report.as_dict(), "sample_source": sample_source},
             "training": metadata,
         }
         version = publish(staged, repo, name, document)
@@ -195,7 +238,16 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         if args.load_test_data:
             raise ExportError("--load-test-data applies to database targets only")
-        version, report = export(args.model, args.repo, args.name, args.sample_rows, args.tolerance)
+        request = cli.request_from(args)
+        version, report = export(
+            args.model,
+            args.repo,
+            args.name,
+            request.sample_rows,
+            request.tolerance,
+            parity_seconds=request.parity_seconds,
+            progress=not args.quiet,
+        )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")
         return 0

@@ -64,7 +64,9 @@ def script_only(args, request) -> int:
     prepared = prepare(request, CAPABILITIES)
     check_weights_finite(prepared.graph)
     data = load_test_split(prepared.metadata) if request.load_test_data else None
-    written = write_scripts(args.script_only, request, prepared, args.script_version, data)
+    written = write_scripts(
+        args.script_only, request, prepared, args.script_version, data, progress=not args.quiet
+    )
     print(f"wrote {len(written) + 1} scripts to {args.script_only}: run install.sql as the owning user")
     for path in written:
         print(f"  {path.name}")
