@@ -25,8 +25,9 @@ REPO/NAME/<next version>/model.onnx with metadata.json (inputs, outputs, classes
 A version that fails the check is never published. Serve the repository with `python -m serve`."""
 
 
-def convert(model, path: Path) -> None:
-    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients."""
+def convert(model, path: Path, opset: int | None = None) -> None:
+    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients. `opset`
+    pins the ONNX opset (a runtime older than ours needs one it implements); None: the converter's."""
     import onnx
 
     from export.onnx.tf2onnx_ops import fix_transposed_padding, register
@@ -34,10 +35,10 @@ def convert(model, path: Path) -> None:
     register()
     try:
         if is_legacy(model):
-            legacy_to_onnx(model, path)
+            legacy_to_onnx(model, path, opset)
         else:
             embed_statistics(model)
-            model.export(str(path), format="onnx", verbose=False)
+            model.export(str(path), format="onnx", verbose=False, opset_version=opset)
     except Exception as error:  # the converter raises many types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
@@ -72,7 +73,7 @@ def embed_statistics(model) -> None:
             layer.mean, layer.variance = np.asarray(layer.mean), np.asarray(layer.variance)
 
 
-def legacy_to_onnx(model, path: Path) -> None:
+def legacy_to_onnx(model, path: Path, opset: int | None = None) -> None:
     """A tf.keras (Keras 2) model through tf2onnx directly, inputs named as in the Keras model."""
     import tensorflow as tf
     import tf2onnx
@@ -81,7 +82,7 @@ def legacy_to_onnx(model, path: Path) -> None:
         tf.TensorSpec((None, *tensor.shape[1:]), tf.float32, name=tensor.name.split(":")[0])
         for tensor in model.inputs
     ]
-    tf2onnx.convert.from_keras(model, input_signature=signature, output_path=str(path))
+    tf2onnx.convert.from_keras(model, input_signature=signature, opset=opset, output_path=str(path))
 
 
 def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:

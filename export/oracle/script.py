@@ -79,7 +79,7 @@ def tensors_script(prepared: Prepared, name: str, version: int, progress: bool =
     return "\n".join(parts)
 
 
-def rows_block(inputs: list[np.ndarray], expected: np.ndarray, generator: OracleGenerator) -> str:
+def rows_block(inputs: list[np.ndarray], expected: np.ndarray, package: str) -> str:
     lines = []
     for row in range(len(expected)):
         for index, values in enumerate(inputs):
@@ -88,7 +88,7 @@ def rows_block(inputs: list[np.ndarray], expected: np.ndarray, generator: Oracle
         arguments = ", ".join(f"x{i}" for i in range(len(inputs)))
         expected_items = ", ".join(repr(float(p)) for p in expected[row])
         lines.append(
-            f"    check_row({row + 1}, {generator.package}.predict_proba({arguments}), "
+            f"    check_row({row + 1}, {package}.predict_proba({arguments}), "
             f"UTL_NLA_ARRAY_DBL({expected_items}));"
         )
     return "\n".join(lines)
@@ -103,7 +103,7 @@ def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generat
         header=HEADER,
         append=APPEND,
         declarations=declarations,
-        rows_block=rows_block(inputs, prepared.expected[:rows], generator),
+        rows_block=rows_block(inputs, prepared.expected[:rows], generator.package),
         rows=rows,
         tolerance=repr(request.tolerance),
         name=generator.name,
