@@ -49,6 +49,7 @@ class FlatModel:
     function: str  # "classification" or "regression"
     two_class: bool  # a sigmoid probability given as [1 - p, p]
     labels: tuple[str, ...]
+    source_metadata: dict  # the model's metadata.json (data set, classes, training figures)
 
     @property
     def values(self) -> int:
@@ -96,7 +97,7 @@ def output_function(model: Any, target: str) -> tuple[str, bool]:
     )
 
 
-def build(keras_model: Any, labels: tuple[str, ...], opset: int, target: str) -> FlatModel:
+def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> FlatModel:
     """Convert at `opset`, flatten the inputs and shape the output (the model must have been called)."""
     import onnx
 
@@ -107,6 +108,7 @@ def build(keras_model: Any, labels: tuple[str, ...], opset: int, target: str) ->
         convert(keras_model, path, opset=opset)
         model = onnx.load(str(path))
     model, layout = flatten_inputs(model, target)
+    labels = tuple(str(label) for label in source_metadata.get("classes", ()))
     function, two_class = output_function(model, target)
     if two_class:
         model = two_class_output(model, OUTPUT)
@@ -115,7 +117,7 @@ def build(keras_model: Any, labels: tuple[str, ...], opset: int, target: str) ->
         labels = labels if len(labels) == width else tuple(str(i) for i in range(width))
     else:
         labels = ()
-    return FlatModel(model, attributes_of(layout, target), function, two_class, labels)
+    return FlatModel(model, attributes_of(layout, target), function, two_class, labels, source_metadata)
 
 
 def score_flat(session: Any, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
@@ -163,6 +165,5 @@ def prepare(
     metadata = read_metadata(model_path)
     samples = sample_sets(keras_model, rows, metadata)[0]  # fixed shapes: one set (flatten refuses others)
     keras_scores = keras_predict(keras_model, samples)  # before the export: Keras exports called models
-    labels = tuple(str(label) for label in metadata.get("classes", ()))
-    flat = build(keras_model, labels, opset, target)
+    flat = build(keras_model, metadata, opset, target)
     return flat, verify(flat, keras_scores, samples, limits, tolerance, target, progress)

@@ -21,7 +21,11 @@ NAME_vN that runs the layers with UTL_NLA.BLAS_GEMV; the package NAME delegates 
 
 Live: python-oracledb thin mode (no Instant Client); the password comes from ORACLE_PASSWORD or a prompt,
 never the command line. --script-only DIR writes the same as SQL*Plus/SQLcl scripts (no database needed):
-DIR/install.sql installs, verifies in the database and switches; DIR/00_privileges.sql is for the DBA."""
+DIR/install.sql installs, verifies in the database and switches; DIR/00_privileges.sql is for the DBA.
+
+Oracle 23ai/26ai: --engine onnx --script-only DIR writes the model as an ONNX file for the in-database
+ONNX Runtime (DBMS_VECTOR.LOAD_ONNX_MODEL, scored with PREDICTION) and DIR/install_onnx_v1.sql, which
+loads it, verifies it in the database and switches NAME_onnx to it (docs/oracle.md)."""
 
 
 def main(argv: list[str] | None = None) -> int:

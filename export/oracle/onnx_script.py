@@ -24,8 +24,8 @@ from export.onnx.flat_model import FlatModel, Verified
 from export.onnx.flatten import FEATURES
 from export.oracle.generator import TEMPLATES, check_oracle_name
 from export.oracle.onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
-from export.oracle.script import APPEND, HEADER, VERIFY_ROWS, check_compiled, rows_block
-from export.pipeline import ExportRequest
+from export.oracle.script import APPEND, HEADER, VERIFY_ROWS, check_compiled, rows_block, testdata_script
+from export.pipeline import ExportRequest, load_test_split
 from export.sqltext import literal
 
 MAX_LITERAL = 32_000  # a PL/SQL string literal holds at most 32,767 bytes
@@ -141,6 +141,8 @@ def write(
         f"{request.name}_metadata.json": json.dumps(metadata(built), indent=1) + "\n",
         "00_privileges_onnx.sql": privileges_script(oracle_directory),
     }
+    if request.load_test_data:  # the PL/SQL route's table: NAME_onnx takes the same arrays
+        files["testdata.sql"] = testdata_script(request.name, *load_test_split(built.source_metadata))
     directory.mkdir(parents=True, exist_ok=True)
     for filename, content in files.items():
         path = directory / filename

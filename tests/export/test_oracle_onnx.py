@@ -227,3 +227,17 @@ def test_hostile_labels_stay_data(tmp_path):
         metadata = json.loads((tmp_path / f"{kind}_out" / "labels_metadata.json").read_text())
         assert metadata["labels"] == labels
     assert counts["hostile"] == counts["plain"]
+
+
+def test_test_data_and_a_real_model_s_accuracy(digits_model, tmp_path, ort115):
+    """The reference network trained on scikit-learn's digits: the test split goes into NAME_testdata (the
+    table the PL/SQL route writes, whose arrays NAME_onnx takes) and the file classifies it as Keras does."""
+    import imagedata
+
+    assert export(digits_model, tmp_path, "digits", "--load-test-data") == 0
+    text = (tmp_path / "testdata.sql").read_text()
+    assert text.count("INSERT INTO digits_testdata") == 450
+    assert parse_errors(text[:20000].rsplit("\n/", 1)[0] + "\n/", "23ai") == []
+    data = imagedata.load("digits")
+    scores = scored_in_ort115(tmp_path, "digits", [data.x_test])
+    assert (scores.argmax(1) == data.y_test).mean() >= 0.95
