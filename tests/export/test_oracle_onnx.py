@@ -241,3 +241,17 @@ def test_test_data_and_a_real_model_s_accuracy(digits_model, tmp_path, ort115):
     data = imagedata.load("digits")
     scores = scored_in_ort115(tmp_path, "digits", [data.x_test])
     assert (scores.argmax(1) == data.y_test).mean() >= 0.95
+
+
+def test_token_indices_are_cast_back_to_integers(tmp_path, ort115):
+    """An Embedding's int32 token input travels as whole float values in the flat row; the wrapper's Cast
+    gives the model its integers back."""
+    tokens = keras.Input((12,), dtype="int32", name="tokens")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8, name="embed")(tokens))
+    model = models._seeded(keras.Model(tokens, keras.layers.Dense(3, activation="softmax")(pooled)), 12)
+    assert export(models.save(model, tmp_path / "model"), tmp_path / "out", "tokens") == 0
+    onnx_model = onnx.load(str(tmp_path / "out" / "tokens.onnx"))
+    assert "Cast" in [node.op_type for node in onnx_model.graph.node[:4]]
+    x = np.random.default_rng(6).integers(0, 50, (10, 12)).astype(np.int32)
+    actual = scored_in_ort115(tmp_path / "out", "tokens", [x])
+    assert np.abs(actual - model.predict(x, verbose=0)).max() <= TOLERANCE
