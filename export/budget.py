@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export (issue 25)
-MINIMUM_ROWS = 20  # scored whatever they cost: one of each padding pattern of samples.zero_padded, 4 times
+MINIMUM_ROWS = 10  # scored whatever they cost: each padding pattern of samples.zero_padded twice
 FIRST_BATCH = 5  # timed to plan the rest
 BATCHES_PER_BUDGET = 10  # a batch is planned to take at most this fraction of the budget
 
