@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # the pod rehearsal's network namespaces (tests/train/pod_rehearsal.py).
 APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2
 
-.PHONY: setup demo test test-fast lint format bench clean supported
+.PHONY: setup demo test test-fast lint format bench clean supported ort115
 
 setup: $(STAMP) apt
 
@@ -22,7 +22,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 demo: setup
 	@$(PY) -m demo
 
-test: setup
+# onnxruntime 1.15.1 (Oracle 23ai/26ai's) in its own venv under build/, for the Oracle ONNX route's tests.
+ort115: setup
+	@$(PY) -m tests.onnxruntime115
+
+test: setup ort115
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy export train serve bench imagedata
@@ -45,6 +49,7 @@ bench: setup
 	$(PY) -m bench.cnn_scoring
 	$(PY) -m bench.serve_http
 	$(PY) -m bench.train_spawn
+	$(PY) -m bench.export_time
 
 supported: setup
 	$(PY) -m export --supported

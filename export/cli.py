@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from export import ir, parity
+from export import budget, ir, parity
 from export.errors import ExportError
 from export.pipeline import ExportRequest, Store, VersionRecord, prepare, publish
 from export.target import Capabilities
@@ -34,7 +34,15 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
         "--sample-rows",
         type=int,
         default=1000,
-        help="rows scored in the database and in TensorFlow to verify parity (default 1000)",
+        help="sample rows to verify parity on (default 1000); fewer where scoring them would take longer "
+        f"than --parity-seconds, never fewer than {budget.MINIMUM_ROWS}",
+    )
+    result.add_argument(
+        "--parity-seconds",
+        type=float,
+        default=budget.DEFAULT_SECONDS,
+        help="time budget of the parity check (default %(default)g): a first batch of rows is timed and the "
+        "rest sized to it",
     )
     result.add_argument(
         "--samples",
@@ -56,6 +64,8 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
 def request_from(args: argparse.Namespace) -> ExportRequest:
     if args.sample_rows < 1:
         raise ExportError("--sample-rows must be at least 1")
+    if not args.parity_seconds > 0:
+        raise ExportError("--parity-seconds must be more than 0")
     return ExportRequest(
         model_path=args.model,
         name=args.name,
@@ -63,6 +73,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         tolerance=args.tolerance,
         load_test_data=args.load_test_data,
         samples_file=args.samples,
+        parity_seconds=args.parity_seconds,
     )
 
 

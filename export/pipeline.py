@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from export import ir, parity, reference
+from export import budget, ir, parity, reference
 from export.errors import ExportError, ScoringFailure
 from export.keras_frontend import load_model, read_metadata, to_ir
 from export.names import check_model_name
@@ -72,6 +72,8 @@ class Store(Protocol):
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
     def close(self) -> None: ...
 
+    progress: bool
+
 
 @dataclass(frozen=True)
 class ExportRequest:
@@ -81,6 +83,7 @@ class ExportRequest:
     tolerance: float = parity.DEFAULT_TOLERANCE
     load_test_data: bool = False
     samples_file: Path | None = None  # the user's own sample rows (--samples)
+    parity_seconds: float = budget.DEFAULT_SECONDS  # sample rows scored in the database: see export/budget.py
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,14 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
         version = store.next_version(request.name)
         store.stage(request.name, version, graph)
         try:
-            actual = store.scores(request.name, prepared.samples.inputs)
+            actual, scored = score_samples(store, request, prepared, target)
         except ScoringFailure as failure:
             raise ExportError(
                 f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
                 f"{failure.reason}; version not published"
             ) from None
-        report = parity.compare(prepared.expected, actual, request.tolerance, prepared.allowed)
+        allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
+        report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
         parity.require(report, target)
         record = VersionRecord(
             name=request.name,
@@ -181,13 +185,35 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
             source=str(request.model_path),
             metadata=json.dumps(prepared.metadata),
             parity=report,
-            sample_source=prepared.samples.source,
+            sample_source=scored.describe(prepared.samples.source),
         )
         store.activate(record)
         if request.load_test_data:
             features, labels = load_test_split(prepared.metadata)
             store.load_test_data(request.name, features, labels)
     return record
+
+
+def score_samples(
+    store: Store, request: ExportRequest, prepared: Prepared, target: str
+) -> tuple[np.ndarray, budget.Outcome]:
+    """The staged version's scores of as many sample rows as the parity budget allows (export/budget.py).
+    A ScoringFailure names its row in the whole sample set, not in the batch that raised."""
+    kernel = getattr(store, "kernel", "")
+
+    def score_rows(start: int, stop: int) -> np.ndarray:
+        try:
+            return store.scores(request.name, budget.rows_of(prepared.samples.inputs, start, stop))
+        except ScoringFailure as failure:
+            raise ScoringFailure(failure.row + start, failure.function, failure.reason) from None
+
+    return budget.score_within_budget(
+        score_rows,
+        prepared.samples.rows,
+        budget.Budget(seconds=request.parity_seconds),
+        where=f"{target} ({kernel})" if kernel else target,
+        progress=store.progress,
+    )
 
 
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

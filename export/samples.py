@@ -181,9 +181,19 @@ def sample_inputs(
     parts.append({spec.name: magnitudes(generator, spec, each) for spec in graph.inputs})
     origins += [f"row {i} of magnitudes 0.01 to 1e4" for i in range(each)]
     inputs = {spec.name: np.concatenate([part[spec.name] for part in parts]) for spec in graph.inputs}
-    flags = np.arange(len(origins)) >= count
+    order = interleaved([len(next(iter(part.values()))) for part in parts])
+    flags = (np.arange(len(origins)) >= count)[order]
     at_scale = f"; {int(flags.sum())} rows at scale (×100, ×1e4, |x| ≤ 1e4)" if flags.any() else ""
-    return SampleSet(inputs, ordinary.source + at_scale, flags, tuple(origins))
+    inputs = {name: values[order] for name, values in inputs.items()}
+    return SampleSet(inputs, ordinary.source + at_scale, flags, tuple(origins[i] for i in order))
+
+
+def interleaved(sizes: list[int]) -> np.ndarray:
+    """An order of the concatenated groups that spreads each group evenly over the whole set, so that
+    any first rows hold every group in proportion: the parity budget (export/budget.py) may score only
+    the first few rows on a slow target, and those must include rows at scale."""
+    position = np.concatenate([(np.arange(size) + 0.5) / size for size in sizes])
+    return np.argsort(position, kind="stable")
 
 
 def seeded_rows(graph: ir.Graph, generator: np.random.Generator, rows: int) -> Ordinary:

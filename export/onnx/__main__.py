@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from export import cli, ir, parity
+from export import budget, cli, ir, parity
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
 from export.names import check_model_name
@@ -26,8 +27,9 @@ REPO/NAME/<next version>/model.onnx with metadata.json (inputs, outputs, classes
 A version that fails the check is never published. Serve the repository with `python -m serve`."""
 
 
-def convert(model, path: Path) -> None:
-    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients."""
+def convert(model, path: Path, opset: int | None = None) -> None:
+    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients. `opset`
+    pins the ONNX opset (a runtime older than ours needs one it implements); None: the converter's."""
     import onnx
 
     from export.onnx.tf2onnx_ops import fix_transposed_padding, register
@@ -35,10 +37,10 @@ def convert(model, path: Path) -> None:
     register()
     try:
         if is_legacy(model):
-            legacy_to_onnx(model, path)
+            legacy_to_onnx(model, path, opset)
         else:
             embed_statistics(model)
-            model.export(str(path), format="onnx", verbose=False)
+            model.export(str(path), format="onnx", verbose=False, opset_version=opset)
     except Exception as error:  # the converter raises many types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
@@ -73,7 +75,7 @@ def embed_statistics(model) -> None:
             layer.mean, layer.variance = np.asarray(layer.mean), np.asarray(layer.variance)
 
 
-def legacy_to_onnx(model, path: Path) -> None:
+def legacy_to_onnx(model, path: Path, opset: int | None = None) -> None:
     """A tf.keras (Keras 2) model through tf2onnx directly, inputs named as in the Keras model."""
     import tensorflow as tf
     import tf2onnx
@@ -82,23 +84,62 @@ def legacy_to_onnx(model, path: Path) -> None:
         tf.TensorSpec((None, *tensor.shape[1:]), tf.float32, name=tensor.name.split(":")[0])
         for tensor in model.inputs
     ]
-    tf2onnx.convert.from_keras(model, input_signature=signature, output_path=str(path))
+    tf2onnx.convert.from_keras(model, input_signature=signature, opset=opset, output_path=str(path))
 
 
 def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
+    return session_predict(load_session(path), samples.inputs)
+
+
+def load_session(path: Path):
+    """An onnxruntime session on the converted model, or a one-line error."""
     import onnxruntime
 
     try:
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(
             f"onnxruntime cannot load the converted model for target '{TARGET}': {first}"
         ) from None
+
+
+def session_predict(session, inputs: dict[str, np.ndarray]) -> np.ndarray:
     feeds: dict[str, np.ndarray] = {
-        i.name: samples.inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
+        i.name: inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
     }
     return joined(session.run(None, feeds))  # every output, joined as Keras's are
+
+
+def batch_predict(session, inputs: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
+    return session_predict(session, budget.rows_of(inputs, start, stop))
+
+
+def check_parity(
+    path: Path,
+    sets: list[Samples],
+    expected: list[tuple[np.ndarray, np.ndarray | None]],
+    tolerance: float,
+    limits: budget.Budget,
+    progress: bool,
+) -> tuple[parity.ParityReport, str]:
+    """onnxruntime's scores of each sample set against what it is compared with (Samples.expected), within
+    the parity budget; raises ParityError on a disagreement. Returns the last set's report and its sample
+    source."""
+    session = load_session(path)
+    for each, (wanted, allowed) in zip(sets, expected, strict=True):
+        samples = each.rows
+        actual, outcome = budget.score_within_budget(
+            partial(batch_predict, session, samples.inputs),
+            samples.rows,
+            limits,
+            where="onnxruntime",
+            progress=progress,
+        )
+        scored = None if allowed is None else allowed[: outcome.rows]
+        report = parity.compare(wanted[: outcome.rows], actual, tolerance, scored)
+        parity.require(report, TARGET)
+    return report, outcome.describe(samples.source)
 
 
 ONNX_TYPES = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(int64)": np.int64}
@@ -171,7 +212,15 @@ def dimension(size: int | None) -> int:
 
 
 def export(
-    model_path: Path, repo: Path, name: str, rows: int, tolerance: float, samples_file: Path | None = None
+    model_path: Path,
+    repo: Path,
+    name: str,
+    rows: int,
+    tolerance: float,
+    *,
+    samples_file: Path | None = None,
+    parity_seconds: float = budget.DEFAULT_SECONDS,
+    progress: bool = False,
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
     model = load_model(model_path)
@@ -181,11 +230,8 @@ def export(
     expected = [each.expected(keras_predict(model, each.rows), tolerance) for each in sets]
     with staging(repo, name) as staged:
         convert(model, staged / MODEL_FILE)
-        for each, (wanted, allowed) in zip(sets, expected, strict=True):
-            samples = each.rows
-            scores = onnx_predict(staged / MODEL_FILE, samples)
-            report = parity.compare(wanted, scores, tolerance, allowed)
-            parity.require(report, TARGET)
+        limits = budget.Budget(seconds=parity_seconds)
+        report, sample_source = check_parity(staged / MODEL_FILE, sets, expected, tolerance, limits, progress)
         n_out = int(model.outputs[0].shape[-1])
         document = {
             "inputs": [
@@ -199,7 +245,7 @@ def export(
             "classes": metadata.get("classes") or [str(i) for i in range(n_out)],
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),
-            "parity": {**report.as_dict(), "sample_source": samples.source},
+            "parity": {**report.as_dict(), "sample_source": sample_source},
             "training": metadata,
         }
         version = publish(staged, repo, name, document)
@@ -218,8 +264,16 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         if args.load_test_data:
             raise ExportError("--load-test-data applies to database targets only")
+        request = cli.request_from(args)
         version, report = export(
-            args.model, args.repo, args.name, args.sample_rows, args.tolerance, args.samples
+            args.model,
+            args.repo,
+            args.name,
+            request.sample_rows,
+            request.tolerance,
+            samples_file=request.samples_file,
+            parity_seconds=request.parity_seconds,
+            progress=not args.quiet,
         )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from export import cli
+from export.errors import ExportError
 from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
 from export.pipeline import load_test_split, prepare
 
@@ -20,7 +21,11 @@ NAME_vN that runs the layers with UTL_NLA.BLAS_GEMV; the package NAME delegates 
 
 Live: python-oracledb thin mode (no Instant Client); the password comes from ORACLE_PASSWORD or a prompt,
 never the command line. --script-only DIR writes the same as SQL*Plus/SQLcl scripts (no database needed):
-DIR/install.sql installs, verifies in the database and switches; DIR/00_privileges.sql is for the DBA."""
+DIR/install.sql installs, verifies in the database and switches; DIR/00_privileges.sql is for the DBA.
+
+Oracle 23ai/26ai: --engine onnx --script-only DIR writes the model as an ONNX file for the in-database
+ONNX Runtime (DBMS_VECTOR.LOAD_ONNX_MODEL, scored with PREDICTION) and DIR/install_onnx_v1.sql, which
+loads it, verifies it in the database and switches NAME_onnx to it (docs/oracle.md)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,11 +43,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--script-version", type=int, default=1, help="version number for --script-only (default 1)"
     )
+    parser.add_argument(
+        "--engine",
+        choices=["plsql", "onnx"],
+        default="plsql",
+        help="plsql (default): generated PL/SQL on UTL_NLA, Oracle 19c and later; onnx: an ONNX file for "
+        "Oracle 23ai/26ai's in-database ONNX Runtime (DBMS_VECTOR.LOAD_ONNX_MODEL, scored with "
+        "PREDICTION), with --script-only",
+    )
+    parser.add_argument(
+        "--onnx-directory",
+        default="DATA_PUMP_DIR",
+        help="--engine onnx: the Oracle directory object the model file is copied into (default %(default)s)",
+    )
     args = parser.parse_args(argv)
 
     def body() -> int:
         check_oracle_name(args.name)
         request = cli.request_from(args)
+        if args.engine == "onnx":
+            return onnx_scripts(args, request)
         if args.script_only:
             return script_only(args, request)
         from export.oracle.store import OracleStore, parse_dsn, password
@@ -64,10 +84,33 @@ def script_only(args, request) -> int:
     prepared = prepare(request, CAPABILITIES)
     check_weights_finite(prepared.graph)
     data = load_test_split(prepared.metadata) if request.load_test_data else None
-    written = write_scripts(args.script_only, request, prepared, args.script_version, data)
+    written = write_scripts(
+        args.script_only, request, prepared, args.script_version, data, progress=not args.quiet
+    )
     print(f"wrote {len(written) + 1} scripts to {args.script_only}: run install.sql as the owning user")
     for path in written:
         print(f"  {path.name}")
+    return 0
+
+
+def onnx_scripts(args, request) -> int:
+    from export.oracle.onnx_script import oracle_directory_name, write
+
+    if not args.script_only:
+        raise ExportError(
+            "--engine onnx writes the model file and the SQL*Plus scripts that load it: "
+            "give --script-only DIR"
+        )
+    directory = oracle_directory_name(args.onnx_directory)
+    written, verified = write(args.script_only, request, args.script_version, directory, not args.quiet)
+    print(f"wrote {len(written)} files to {args.script_only}")
+    for path in written:
+        print(f"  {path.name}")
+    print(f"  {verified.report.summary()} in onnxruntime; samples: {verified.sample_source}")
+    print(
+        f"next: copy {written[1].name} into the directory of {directory} on the database server, then run "
+        f"{written[0].name} as the owning user (00_privileges_onnx.sql is for the DBA)"
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from tqdm import tqdm
 
 from export import parity
 from export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
@@ -64,11 +65,18 @@ def tensor_blocks(name: str, version: int, chunk: StoredChunk) -> Iterator[str]:
         )
 
 
-def tensors_script(prepared: Prepared, name: str, version: int) -> str:
+def tensors_script(prepared: Prepared, name: str, version: int, progress: bool = False) -> str:
     parts = [HEADER, f"-- Weights of {name} version {version} ({prepared.graph.sha256()[:12]})."]
     parts.append(f"DELETE FROM nnsql_tensors WHERE model = {literal(name)} AND version = {version};")
-    for chunk in stored_chunks(prepared.graph):
-        parts.extend(tensor_blocks(name, version, chunk))
+    chunks = list(stored_chunks(prepared.graph))
+    total = sum(chunk.values.size for chunk in chunks)
+    bar = tqdm(
+        total=total, desc=f"{name} v{version}: weights", unit="value", unit_scale=True, disable=not progress
+    )
+    with bar:
+        for chunk in chunks:
+            parts.extend(tensor_blocks(name, version, chunk))
+            bar.update(chunk.values.size)
     parts.append("COMMIT;\n")
     return "\n".join(parts)
 
@@ -182,13 +190,14 @@ def write_scripts(
     prepared: Prepared,
     version: int,
     test_data: tuple[np.ndarray, np.ndarray] | None = None,
+    progress: bool = False,
 ) -> list[Path]:
     """Write the scripts; returns their paths in the order install.sql runs them."""
     generator = OracleGenerator(prepared.graph, request.name, version)
     files: dict[str, str] = {
         "00_privileges.sql": privileges_script(request.name),
         "01_schema.sql": HEADER + (SQL_DIR / "schema.sql").read_text(),
-        f"02_tensors_v{version}.sql": tensors_script(prepared, request.name, version),
+        f"02_tensors_v{version}.sql": tensors_script(prepared, request.name, version, progress),
         f"03_package_v{version}.sql": HEADER
         + generator.version_package()
         + check_compiled(generator.package),

@@ -9,13 +9,13 @@ import numpy as np
 import psycopg
 import pytest
 
-from export import activations, parity
+from export import activations, budget, parity
 from export.activations import X, call, if_positive
 from export.errors import ExportError, ParityError
 from export.keras_frontend import to_ir
 from export.samples import sample_inputs
 from tests import models
-from tests.export.executors import DuckDBExecutor, PostgresExecutor
+from tests.export.executors import TEST_SAMPLE_ROWS, DuckDBExecutor, PostgresExecutor
 
 
 def elu_model() -> keras.Model:
@@ -34,14 +34,31 @@ def test_samples_add_rows_at_scale_to_the_ordinary_ones():
     samples = sample_inputs(graph, {}, 100)
     x = samples.inputs["features"]
     assert samples.rows == 100 and samples.at_scale.sum() == 30
-    assert np.abs(x[~samples.at_scale]).max() < 1  # uniform [0, 1)
-    copies = x[samples.at_scale][:20]
-    assert np.allclose(copies[:10], x[:10] * 100) and np.allclose(copies[10:], x[:10] * 1e4, rtol=1e-6)
-    random = np.abs(x[samples.at_scale][20:])
-    assert random.max() > 1e3 and random.min() < 0.1 and (x[samples.at_scale][20:] < 0).any()
-    assert samples.describe(95) == "sample row 95 (row 5 of magnitudes 0.01 to 1e4)"
-    assert samples.describe(85) == "sample row 85 (uniform row 5 ×10000)"
+    ordinary = x[~samples.at_scale]
+    assert np.abs(ordinary).max() < 1  # uniform [0, 1)
+
+    def group(suffix: str) -> np.ndarray:
+        return np.array([row for row, origin in enumerate(samples.origins) if origin.endswith(suffix)])
+
+    hundred, ten_thousand, random = group("×100"), group("×10000"), group("0.01 to 1e4")
+    assert np.allclose(x[hundred], ordinary[:10] * 100)
+    assert np.allclose(x[ten_thousand], ordinary[:10] * 1e4, rtol=1e-6)
+    assert np.abs(x[random]).max() > 1e3 and np.abs(x[random]).min() < 0.1 and (x[random] < 0).any()
+    assert samples.describe(random[5]) == f"sample row {random[5]} (row 5 of magnitudes 0.01 to 1e4)"
+    assert samples.describe(ten_thousand[5]) == f"sample row {ten_thousand[5]} (uniform row 5 ×10000)"
     assert "30 rows at scale" in samples.source
+
+
+def test_the_first_rows_hold_every_group_the_budget_may_stop_after_them():
+    """The parity budget scores only the first rows on a slow target (export/budget.py)."""
+    graph = to_ir(elu_model(), target="duckdb")
+    samples = sample_inputs(graph, {}, 1000)
+    first = samples.origins[: budget.MINIMUM_ROWS]
+    for suffix in ("×100", "×10000", "0.01 to 1e4"):
+        assert sum(origin.endswith(suffix) for origin in first) == 1
+    assert [origin for origin in first if origin.startswith("uniform") and "×" not in origin] == [
+        f"uniform row {i}" for i in range(7)
+    ]
 
 
 def test_user_samples_file_gives_the_ordinary_rows(tmp_path):
@@ -49,9 +66,11 @@ def test_user_samples_file_gives_the_ordinary_rows(tmp_path):
     mine = np.random.default_rng(0).normal(0, 500, (40, 6)).astype(np.float32)
     np.save(tmp_path / "mine.npy", mine)
     samples = sample_inputs(graph, {}, 50, tmp_path / "mine.npy")
-    assert np.array_equal(samples.inputs["features"][:40], mine)
+    assert np.array_equal(samples.inputs["features"][~samples.at_scale], mine)
     assert samples.at_scale.sum() == 5 and samples.rows == 45  # no scaled copies of the user's own rows
-    assert samples.describe(3) == "sample row 3 (mine.npy row 3)"
+    third = samples.origins.index("mine.npy row 3")
+    assert np.array_equal(samples.inputs["features"][third], mine[3])
+    assert samples.describe(third) == f"sample row {third} (mine.npy row 3)"
 
 
 @pytest.mark.parametrize(
@@ -98,7 +117,11 @@ def test_a_database_error_fails_the_export_naming_row_and_function(
     assert target.export(elu_path, "m") == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1, error
-    assert "postgres raised on sample row 80 (uniform row 0 ×10000)" in error  # the first at 1e4
+    rows = int(TEST_SAMPLE_ROWS[TEST_SAMPLE_ROWS.index("--sample-rows") + 1])
+    first_at_1e4 = sample_inputs(to_ir(elu_model(), target="postgres"), {}, rows).origins.index(
+        "uniform row 0 ×10000"
+    )
+    assert f"postgres raised on sample row {first_at_1e4} (uniform row 0 ×10000)" in error
     assert "m.predict_proba line" in error and "value out of range: underflow" in error
     with psycopg.connect(postgres_dsn) as con:  # version 1 still active, and scoring
         assert con.execute("SELECT version FROM nnsql.models WHERE active").fetchall() == [(1,)]

@@ -1,0 +1,180 @@
+"""How many sample rows the parity gate scores on a target, chosen by what a row costs there.
+
+A row's cost varies by orders of magnitude between targets and kernels: PostgreSQL scores CERN's Inclusive
+Classifier in ~16 ms a row with PL/Python and ~0.8 s with PL/pgSQL, so a fixed count of 1,000 rows takes
+16 s on one and 14 minutes on the other. The gate therefore scores a small first batch, measures it, and
+sizes the rest to a time budget (`--parity-seconds`), keeping a stated minimum of rows whatever they cost.
+
+It is a small control loop: after each batch the plan is revised from the cost of a row so far, or of the
+latest batch's rows if they cost more (a kernel that turns slower is caught at once, one that speeds up is
+followed smoothly); batches double while the plan allows, which amortises a call's fixed cost (DuckDB
+plans a large macro query in ~0.7 s whatever the rows), each planned to take at most a tenth of the
+budget. The first estimate is printed before the rest is scored, then a progress bar with an ETA follows.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export (issue 25)
+MINIMUM_ROWS = 10  # scored whatever they cost: every zero_padded pattern and group at scale (samples.py)
+FIRST_BATCH = 5  # timed to plan the rest
+BATCHES_PER_BUDGET = 10  # a batch is planned to take at most this fraction of the budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    seconds: float = DEFAULT_SECONDS
+    minimum: int = MINIMUM_ROWS
+    first_batch: int = FIRST_BATCH
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the gate scored: the first `rows` of `available` sample rows, in `seconds`."""
+
+    rows: int
+    available: int
+    seconds: float
+    budget: Budget
+
+    @property
+    def limited(self) -> bool:
+        return self.rows < self.available
+
+    def describe(self, source: str) -> str:
+        """The sample source as recorded and reported, saying when the budget cut the rows."""
+        if not self.limited:
+            return source
+        return (
+            f"{source}; first {self.rows} of {self.available} scored, sized to the "
+            f"{self.budget.seconds:g} s parity budget (--parity-seconds)"
+        )
+
+
+def planned_rows(scored: int, elapsed: float, rate: float, available: int, budget: Budget) -> int:
+    """The control law: rows to score in all, given `scored` rows in `elapsed` seconds and the latest cost
+    of a row (`rate`, seconds). Never fewer than the minimum (or all rows, if fewer), never fewer than
+    already scored, never more than available."""
+    floor = min(available, max(budget.minimum, scored))
+    if rate <= 0:
+        return available
+    affordable = scored + int(max(budget.seconds - elapsed, 0.0) / rate)
+    return max(floor, min(available, affordable))
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class ScoringLoop:
+    """Scores rows [0, n) in batches through `score(start, stop)` within a budget (see the module)."""
+
+    def __init__(
+        self,
+        score: Callable[[int, int], np.ndarray],
+        available: int,
+        budget: Budget,
+        *,
+        where: str,
+        progress: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+        stream=None,
+    ) -> None:
+        self.score = score
+        self.available = available
+        self.budget = budget
+        self.where = where
+        self.progress = progress
+        self.clock = clock
+        self.stream = stream if stream is not None else sys.stderr
+        self.parts: list[np.ndarray] = []
+        self.scored = 0
+
+    def batch(self, rows: int) -> float:
+        """Score the next `rows` rows; returns the seconds they took."""
+        started = self.clock()
+        self.parts.append(np.asarray(self.score(self.scored, self.scored + rows)))
+        self.scored += rows
+        return self.clock() - started
+
+    def batch_cap(self, rate: float) -> int:
+        """Rows a batch may hold: about a tenth of the budget at the latest rate, so that the bar moves
+        and a kernel that turns slower mid-way overshoots the budget by little."""
+        return max(1, int(self.budget.seconds / BATCHES_PER_BUDGET / rate)) if rate > 0 else self.available
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            print(text, file=self.stream, flush=True)
+
+    def run(self) -> tuple[np.ndarray, Outcome]:
+        started = self.clock()
+        first = min(self.budget.first_batch, self.available)
+        self.say(f"parity on {self.where}: timing the first {first} of {self.available} sample rows")
+        seconds = self.batch(first)
+        rate = seconds / first
+        plan = planned_rows(self.scored, seconds, rate, self.available, self.budget)
+        self.announce(first, seconds, plan)
+        bar = tqdm(
+            total=plan,
+            initial=self.scored,
+            desc=f"parity on {self.where}",
+            unit="row",
+            disable=not self.progress or plan == self.scored,
+            file=self.stream,
+        )
+        last = first
+        with bar:
+            while self.scored < plan:
+                size = min(plan - self.scored, 2 * last, self.batch_cap(rate))
+                seconds = self.batch(size)
+                bar.update(size)
+                elapsed = self.clock() - started
+                last, rate = size, max(seconds / size, elapsed / self.scored)
+                plan = planned_rows(self.scored, elapsed, rate, self.available, self.budget)
+                if bar.total != plan:
+                    bar.total = plan
+                    bar.refresh()
+        outcome = Outcome(self.scored, self.available, self.clock() - started, self.budget)
+        return np.concatenate(self.parts, axis=0), outcome
+
+    def announce(self, first: int, seconds: float, plan: int) -> None:
+        """The estimate, printed before the rest is scored."""
+        rate = seconds / first
+        line = (
+            f"parity on {self.where}: {first} rows took {seconds:.2f} s ({1000 * rate:.1f} ms a row); "
+            f"scoring {plan} of {self.available} sample rows, about {duration(rate * (plan - first))} more"
+        )
+        if plan < self.available:
+            line += (
+                f" (all {self.available} would take {duration(rate * self.available)}: the parity budget is "
+                f"{self.budget.seconds:g} s, --parity-seconds; at least {self.budget.minimum} rows)"
+            )
+        self.say(line)
+
+
+def score_within_budget(
+    score: Callable[[int, int], np.ndarray],
+    available: int,
+    budget: Budget,
+    *,
+    where: str,
+    progress: bool = True,
+) -> tuple[np.ndarray, Outcome]:
+    """Scores the first rows of `available` as the budget allows; returns their scores and the outcome."""
+    return ScoringLoop(score, available, budget, where=where, progress=progress).run()
+
+
+def rows_of(inputs: dict[str, np.ndarray], start: int, stop: int) -> dict[str, np.ndarray]:
+    """Rows [start, stop) of every input."""
+    return {name: values[start:stop] for name, values in inputs.items()}

@@ -1,0 +1,141 @@
+"""The parity gate's sample-size control loop (export/budget.py): unit tests with a fake clock, and the
+progress lines of a real export."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+
+from export.budget import Budget, Outcome, ScoringLoop, planned_rows
+
+
+class FakeClock:
+    """A fake clock for the control loop's unit tests: time moves only when the fake kernel scores."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeKernel:
+    """Scores rows by advancing the fake clock: a fixed cost per call plus a cost per row, which may
+    change from a given row on (a kernel that gets slower)."""
+
+    def __init__(self, clock: FakeClock, per_row: float, overhead: float = 0.0, slower_from: int = 0):
+        self.clock, self.per_row, self.overhead, self.slower_from = clock, per_row, overhead, slower_from
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        self.calls.append((start, stop))
+        rows = np.arange(start, stop)
+        cost = np.where((rows >= self.slower_from) & (self.slower_from > 0), 10 * self.per_row, self.per_row)
+        self.clock.now += self.overhead + float(cost.sum())
+        return np.stack([rows, -rows], axis=1).astype(np.float64)
+
+
+def run(per_row: float, available: int = 1000, budget: Budget | None = None, **kernel_options):
+    clock = FakeClock()
+    kernel = FakeKernel(clock, per_row, **kernel_options)
+    stream = io.StringIO()
+    loop = ScoringLoop(kernel, available, budget or Budget(), where="fake", clock=clock, stream=stream)
+    scores, outcome = loop.run()
+    return scores, outcome, kernel, stream.getvalue()
+
+
+def test_cheap_rows_are_all_scored_in_order():
+    scores, outcome, kernel, _ = run(per_row=0.001)
+    assert outcome.rows == 1000 and not outcome.limited
+    np.testing.assert_array_equal(scores[:, 0], np.arange(1000))  # contiguous batches, in order
+    assert kernel.calls[0] == (0, 5)
+    assert all(a[1] == b[0] for a, b in zip(kernel.calls, kernel.calls[1:], strict=False))
+
+
+def test_expensive_rows_are_sized_to_the_budget():
+    """PL/pgSQL on the Inclusive Classifier (~0.84 s a row): 1,000 rows would take 14 minutes."""
+    _, outcome, _, said = run(per_row=0.84)
+    assert outcome.limited and 20 <= outcome.rows < 30
+    assert outcome.seconds <= Budget().seconds + 2 * 0.84
+    assert "all 1000 would take 14 min" in said and "at least 10 rows" in said
+    assert "first" in outcome.describe("random rows") and "20 s parity budget" in outcome.describe("x")
+
+
+def test_the_minimum_is_kept_whatever_it_costs():
+    _, outcome, _, _ = run(per_row=5.0)
+    assert outcome.rows == Budget().minimum and outcome.seconds == pytest.approx(5.0 * Budget().minimum)
+
+
+def test_fewer_rows_than_the_minimum_are_all_scored():
+    _, outcome, _, _ = run(per_row=5.0, available=Budget().minimum - 3)
+    assert outcome.rows == Budget().minimum - 3 and not outcome.limited
+
+
+def test_a_fixed_cost_per_call_is_amortised_by_doubling_batches():
+    """DuckDB plans a large macro query in ~0.7 s whatever the rows: the first batch overstates a row's
+    cost 100-fold, later batches correct it, and every row is scored."""
+    _, outcome, kernel, _ = run(per_row=0.001, overhead=0.7)
+    sizes = [stop - start for start, stop in kernel.calls]
+    assert outcome.rows == 1000 and sizes[:3] == [5, 10, 20] and max(sizes) >= 160
+    assert len(kernel.calls) <= 15 and outcome.seconds <= Budget().seconds
+
+
+def test_a_kernel_that_slows_down_is_stopped_early():
+    _, outcome, _, _ = run(per_row=0.01, slower_from=300)
+    assert outcome.limited and outcome.rows > 300
+    assert outcome.seconds <= Budget().seconds * 1.5
+
+
+def test_the_estimate_is_said_before_the_rest_is_scored():
+    clock = FakeClock()
+    stream = io.StringIO()
+    seen_at_second_call: list[str] = []
+    kernel = FakeKernel(clock, per_row=0.5)
+
+    def score(start: int, stop: int) -> np.ndarray:
+        if start > 0 and not seen_at_second_call:
+            seen_at_second_call.append(stream.getvalue())
+        return kernel(start, stop)
+
+    ScoringLoop(score, 1000, Budget(), where="fake", clock=clock, stream=stream).run()
+    assert re.search(r"5 rows took 2\.50 s \(500\.0 ms a row\); scoring \d+ of 1000", seen_at_second_call[0])
+
+
+def test_quiet_says_nothing():
+    clock = FakeClock()
+    stream = io.StringIO()
+    loop = ScoringLoop(FakeKernel(clock, 0.5), 100, Budget(), where="x", clock=clock, stream=stream)
+    loop.progress = False
+    loop.run()
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("scored", "elapsed", "rate", "expected"),
+    [(5, 1.0, 0.1, 195), (5, 30.0, 0.1, 10), (50, 30.0, 0.1, 50), (5, 1.0, 0.0, 1000), (5, 1.0, 1e-6, 1000)],
+)
+def test_control_law(scored, elapsed, rate, expected):
+    assert planned_rows(scored, elapsed, rate, 1000, Budget()) == expected
+
+
+def test_outcome_says_nothing_extra_when_every_row_was_scored():
+    assert Outcome(10, 10, 1.0, Budget()).describe("the test split") == "the test split"
+
+
+@pytest.mark.duckdb
+def test_an_export_shows_its_estimate_and_progress_bars(cern_mlp_path, tmp_path, capsys):
+    """Not a timing assertion: the lines a user watches appear, in order, on a real export."""
+    from export.duckdb.__main__ import main as export_duckdb
+
+    args = ["--model", str(cern_mlp_path), "--db", str(tmp_path / "m.duckdb"), "--name", "mnist"]
+    assert export_duckdb(args) == 0
+    err = capsys.readouterr().err
+    weights = err.index("mnist v1: weights")
+    timing = err.index("parity on duckdb: timing the first 5 of 1000 sample rows")
+    estimate = re.search(r"parity on duckdb: 5 rows took [\d.]+ s .*; scoring \d+ of 1000 sample rows", err)
+    assert estimate and weights < timing < estimate.start()
+    bar = re.search(r"parity on duckdb: +\d+%.*\| *\d+/\d+ \[[\d:]+<[\d:]+", err[estimate.end() :])
+    assert bar, err[-500:]  # tqdm's [elapsed<remaining] is the ETA
