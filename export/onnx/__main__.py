@@ -11,6 +11,7 @@ import numpy as np
 from export import budget, cli, parity
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
+from export.model_limits import DEFAULT_LIMITS, Limits
 from export.names import check_model_name
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
 from export.pipeline import joined
@@ -197,9 +198,11 @@ def export(
     *,
     parity_seconds: float = budget.DEFAULT_SECONDS,
     progress: bool = False,
+    trust_code: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
-    model = load_model(model_path)
+    model = load_model(model_path, trust_code=trust_code, limits=limits)
     metadata = read_metadata(model_path)
     sets = sample_sets(model, rows, metadata)
     expected = [keras_predict(model, samples) for samples in sets]  # before export: it needs a called model
@@ -248,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             request.tolerance,
             parity_seconds=request.parity_seconds,
             progress=not args.quiet,
+            trust_code=request.trust_model_code,
+            limits=request.limits,
         )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")
