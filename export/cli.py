@@ -96,6 +96,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         load_test_data=args.load_test_data,
         parity_seconds=args.parity_seconds,
         trust_model_code=args.trust_model_code,
+        quiet=args.quiet,
         limits=limits_from(args),
     )
 
@@ -114,17 +115,26 @@ def export_to(
     capabilities: Capabilities,
     where: Callable[[AnyStore], str],
     check: Callable[[ir.Graph], None] | None = None,
+    *,
+    connect_first: bool = True,
 ) -> AnyStore:
-    """The flow every database target shares: compile and check (nothing written), then connect, publish
-    in the store's transaction, close, and report. Returns the (closed) store for what it chose."""
-    prepared = prepare(request, capabilities)
-    if check is not None:
-        check(prepared.graph)
-    store = open_store()
+    """The flow every database target shares: connect (a wrong password or host is reported in a second,
+    before TensorFlow starts), compile and check (nothing written), publish in the store's transaction,
+    close, and report. `connect_first=False` opens the store only once the model has compiled (a DuckDB
+    file, which opening would create). Returns the (closed) store for what it chose."""
+    store = open_store() if connect_first else None
     try:
+        if store is not None and not request.quiet:
+            print(f"connected to {where(store)}", flush=True)
+        prepared = prepare(request, capabilities)
+        if check is not None:
+            check(prepared.graph)
+        if store is None:
+            store = open_store()
         record = publish(store, request, prepared, capabilities.target)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     report(record, where(store))
     return store
 

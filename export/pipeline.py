@@ -85,6 +85,7 @@ class ExportRequest:
     parity_seconds: float = budget.DEFAULT_SECONDS  # sample rows scored in the database: see export/budget.py
     trust_model_code: bool = False  # load a file that holds code (export/model_code.py)
     limits: Limits = DEFAULT_LIMITS
+    quiet: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ runtime, tensors, functions, in-database scoring of the samples, registry row. A
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,8 +29,10 @@ PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 
 
 def describe(dsn: str) -> str:
-    """user@host:port/dbname (libpq defaults and PG* variables applied). A DSN holding a password is
-    refused, since every user of the machine can read a command line; a malformed one is not echoed."""
+    """user@host:port/dbname as libpq will resolve them: the DSN's values, then the PG* variables, then
+    libpq's defaults (the login name, the local socket, 5432, a database named after the user). A DSN
+    holding a password is refused, since every user of the machine can read a command line; a malformed
+    one is not echoed."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
@@ -40,13 +43,27 @@ def describe(dsn: str) -> str:
         raise ExportError(
             f"--dsn holds a password, which the process list shows to everyone: {PASSWORD_ADVICE}"
         )
-    host = info.get("host") or "(PGHOST or local socket)"
-    port = info.get("port") or "(default port)"
-    return f"{info.get('user', '(current user)')}@{host}:{port}/{info.get('dbname', '(default db)')}"
+    defaults = {
+        option.keyword.decode(): (option.val or option.compiled or b"").decode()
+        for option in psycopg.pq.Conninfo.get_defaults()
+    }
+
+    def value(key: str) -> str:
+        return str(info.get(key) or defaults.get(key) or "")
+
+    user = value("user") or getpass.getuser()
+    host = value("host") or value("hostaddr") or "local socket"
+    return f"{user}@{host}:{value('port') or 5432}/{value('dbname') or user}"
+
+
+def connected_to(connection: psycopg.Connection) -> str:
+    """user@host:port/dbname of an open connection, as the server was reached."""
+    info = connection.info
+    return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
 
 
 def connect(dsn: str) -> psycopg.Connection:
-    """Connect with one-line errors that say what to fix."""
+    """Connect with one-line errors that say what to fix and where libpq tried."""
     where = describe(dsn)
     try:
         connection = psycopg.connect(dsn, connect_timeout=10)
@@ -95,10 +112,10 @@ class PostgresStore(RegistryStore):
     ) -> None:
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
-        self.where = describe(dsn)
         self.progress = progress
         self.grant_to = grant_to
         self.con = connect(dsn)
+        self.where = f"PostgreSQL {connected_to(self.con)}"
 
     def close(self) -> None:
         self.con.close()
