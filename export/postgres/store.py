@@ -23,6 +23,7 @@ from export.pipeline import VersionRecord
 from export.postgres import kernels
 from export.postgres.cube import CubeGenerator
 from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+from export.postgres.ownership import check_schemas
 from export.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
@@ -108,8 +109,15 @@ class PostgresStore(RegistryStore):
     target = "postgres"
 
     def __init__(
-        self, dsn: str, *, progress: bool = True, grant_to: str | None = None, kernel: str = "auto"
+        self,
+        dsn: str,
+        *,
+        progress: bool = True,
+        grant_to: str | None = None,
+        kernel: str = "auto",
+        registry_owners: Sequence[str] = (),
     ) -> None:
+        self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
         self.progress = progress
@@ -127,6 +135,7 @@ class PostgresStore(RegistryStore):
                 # One export at a time per database, before any DDL: the registry, the shared library
                 # functions and the schemas are created or replaced by every export.
                 self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:export'))")
+                self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 yield
@@ -163,8 +172,15 @@ class PostgresStore(RegistryStore):
         assert isinstance(value, np.ndarray)
         self.insert(self.tensors_table, {**row, "value": value.tolist()})
 
+    def use_schema(self, schema: str) -> None:
+        """Create the schema unless it exists, then check who owns it and everything in it (ownership.py):
+        created first, in this transaction, no other role can create it between the check and its use."""
+        self.con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        check_schemas(self.con, [schema], self.registry_owners)
+
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
+        self.use_schema(name)
         self.kernel = kernels.choose(self.con, self.requested_kernel)
         self.con.execute(self.generator(name, version, graph).render())
         if self.grant_to:
@@ -175,6 +191,7 @@ class PostgresStore(RegistryStore):
         if self.kernel != "cube":
             return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
         schema_name = kernels.cube_schema(self.con)
+        check_schemas(self.con, [schema_name], self.registry_owners, whole=schema_name == "nnsql")
         schema = sql.Identifier(schema_name).as_string(self.con)
         self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
         for node in graph.all_nodes():

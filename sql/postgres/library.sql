@@ -4,7 +4,8 @@
 -- Activation over a vector. exp() arguments are clamped to ±700 because PostgreSQL raises on
 -- exp overflow/underflow; the clamp changes results by less than 1e-300.
 CREATE OR REPLACE FUNCTION nnsql.activate(v float8[], activation text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n    integer := cardinality(v);
     peak float8;
@@ -41,7 +42,8 @@ $fn$;
 -- Dense layer: activation(x · kernel + bias), kernel flattened row-major (inputs x units).
 -- Loops input-major and skips zero inputs: image rows are mostly zeros.
 CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel real[], bias real[], units integer, activation text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     h    float8[] := coalesce(bias::float8[], array_fill(0::float8, ARRAY[units]));
     xi   float8;
@@ -63,27 +65,31 @@ $fn$;
 -- 0-based index of the first NaN or infinity in x, or NULL. array_position runs in C, and PostgreSQL's
 -- float equality finds NaN too.
 CREATE OR REPLACE FUNCTION nnsql.first_nonfinite(x float8[])
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT least(array_position(x, 'NaN'), array_position(x, 'Infinity'), array_position(x, '-Infinity')) - 1
 $fn$;
 
 -- 0-based index of the first value of x that is not a whole number from 0 to bound - 1, or NULL: the
 -- check of an integer (token or category) input.
 CREATE OR REPLACE FUNCTION nnsql.first_outside(x float8[], bound integer)
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
      WHERE t.e < 0 OR t.e >= bound OR t.e <> floor(t.e)
 $fn$;
 
 -- Index of the largest value (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (array_position(v, (SELECT max(e) FROM unnest(v) AS e)) - 1)::integer
 $fn$;
 
 -- The windows of a convolution or pooling (im2col): y[k] = x[indices[k] + 1], 0 where an index is -1.
 CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices real[])
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n integer := cardinality(indices);
     y float8[] := array_fill(0::float8, ARRAY[n]);
@@ -99,7 +105,8 @@ $fn$;
 -- kernel flattened row-major (size x units); the result is position-major, then the activation.
 CREATE OR REPLACE FUNCTION nnsql.patch_dense(
     x float8[], kernel real[], bias real[], patches integer, size integer, units integer, activation text
-) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     y    float8[] := array_fill(0::float8, ARRAY[patches * units]);
     xi   float8;
@@ -125,7 +132,8 @@ $fn$;
 
 -- y[k] = max of the k-th group of `size` consecutive values (max pooling after gather).
 CREATE OR REPLACE FUNCTION nnsql.group_max(x float8[], size integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n integer := cardinality(x) / size;
     y float8[] := array_fill(0::float8, ARRAY[n]);
@@ -140,7 +148,8 @@ $fn$;
 
 -- Elementwise a op b of two vectors of one size: op is 'add', 'sub', 'mul', 'max' or 'min'.
 CREATE OR REPLACE FUNCTION nnsql.binary(a float8[], b float8[], op text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF op = 'add' THEN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] + b[i]; END LOOP;
@@ -161,7 +170,8 @@ $fn$;
 
 -- The rows of `table` (rows x width, row-major) that the whole numbers of x select, one after the other.
 CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ real[], width integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     y    float8[] := array_fill(0::float8, ARRAY[cardinality(x) * width]);
     base integer;
@@ -176,7 +186,8 @@ $fn$;
 
 -- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none).
 CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
         x[i] := x[i] * scale[i] + coalesce(shift[i], 0);
@@ -187,7 +198,8 @@ $fn$;
 
 -- Keras's Masking(0): y[t] = 1 when some feature of step t (of `steps` equal steps) is not 0, else 0.
 CREATE OR REPLACE FUNCTION nnsql.step_mask(x float8[], steps integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     width integer := cardinality(x) / steps;
     y     float8[] := array_fill(0::float8, ARRAY[steps]);

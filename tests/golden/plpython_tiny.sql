@@ -100,7 +100,8 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION tiny.version()
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT 3 $fn$;
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$ SELECT 3 $fn$;
 
 -- Only roles granted EXECUTE may score (PostgreSQL grants EXECUTE to PUBLIC by default).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA tiny FROM PUBLIC;
