@@ -62,12 +62,14 @@ BEGIN
 END
 $fn$;
 
--- 0-based index of the first NaN or infinity in x, or NULL. array_position runs in C, and PostgreSQL's
--- float equality finds NaN too.
+-- 0-based index of the first value of x that is NaN, infinite or beyond float32's range (the model's
+-- input type: a float8 it cannot hold is refused as NaN is), or NULL. NaN is the largest float8 here,
+-- so one range test finds all three.
 CREATE OR REPLACE FUNCTION nnsql.first_nonfinite(x float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT least(array_position(x, 'NaN'), array_position(x, 'Infinity'), array_position(x, '-Infinity')) - 1
+    SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
+     WHERE NOT (t.e BETWEEN -3.4028234663852886e38 AND 3.4028234663852886e38)
 $fn$;
 
 -- 0-based index of the first value of x that is not a whole number from 0 to bound - 1, or NULL: the
