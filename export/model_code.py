@@ -108,7 +108,8 @@ def what_is_wrong(obj: dict[str, Any], library: Any, library_name: str) -> str:
     if class_name in DATA_MARKERS:
         return ""
     if module is not None and not (isinstance(module, str) and module.split(".")[0] in LIBRARIES):
-        return f"{class_name!r} comes from module {module!r}, not Keras: a custom object, which loading runs"
+        what = f"function {obj.get('config')!r}" if class_name == "function" else f"class {class_name!r}"
+        return f"{what} comes from module {module!r}, not Keras: a custom object, which loading runs"
     registered = obj.get("registered_name")
     named_function = class_name == "function" and isinstance(registered, str)
     if registered not in (None, class_name) and not named_function:

@@ -141,12 +141,12 @@ def dense_config(config: dict, name: str) -> dict:
         (
             "activation",
             {"module": "os", "class_name": "function", "config": "system", "registered_name": "system"},
-            "'function' comes from module 'os', not Keras",
+            "function 'system' comes from module 'os', not Keras",
         ),
         (
             "kernel_initializer",
             {"module": "evil.init", "class_name": "Backdoor", "config": {}, "registered_name": "x>Backdoor"},
-            "'Backdoor' comes from module 'evil.init'",
+            "class 'Backdoor' comes from module 'evil.init'",
         ),
         (
             "kernel_initializer",
