@@ -199,10 +199,10 @@ def export(
     parity_seconds: float = budget.DEFAULT_SECONDS,
     progress: bool = False,
     trust_code: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
+    size_limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
-    model = load_model(model_path, trust_code=trust_code, limits=limits)
+    model = load_model(model_path, trust_code=trust_code, limits=size_limits)
     metadata = read_metadata(model_path)
     sets = sample_sets(model, rows, metadata)
     expected = [keras_predict(model, samples) for samples in sets]  # before export: it needs a called model
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             parity_seconds=request.parity_seconds,
             progress=not args.quiet,
             trust_code=request.trust_model_code,
-            limits=request.limits,
+            size_limits=request.limits,
         )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")
