@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from export import budget, ir, parity
 from export.errors import ExportError
+from export.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
 from export.pipeline import ExportRequest, Store, VersionRecord, prepare, publish
 from export.target import Capabilities
 
@@ -58,7 +59,35 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
         help="max |p_db - p_tf| accepted (default 1e-5, float32 parity)",
     )
     result.add_argument("--quiet", action="store_true", help="no progress bars")
+    model_file = result.add_argument_group("model files from others (see docs/security.md)")
+    model_file.add_argument(
+        "--trust-model-code",
+        action="store_true",
+        help="load a model whose file holds code (a Lambda layer, a custom object); without it, such a "
+        "file is refused before anything in it runs",
+    )
+    model_file.add_argument(
+        "--max-parameters",
+        type=int,
+        default=DEFAULT_MAX_PARAMETERS,
+        metavar="N",
+        help=f"refuse a model that declares or stores more weights (default {DEFAULT_MAX_PARAMETERS:,})",
+    )
+    model_file.add_argument(
+        "--max-activations",
+        type=int,
+        default=DEFAULT_MAX_ACTIVATIONS,
+        metavar="N",
+        help="refuse a model with a layer that outputs more values per row "
+        f"(default {DEFAULT_MAX_ACTIVATIONS:,})",
+    )
     return result
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    if args.max_parameters < 1 or args.max_activations < 1:
+        raise ExportError("--max-parameters and --max-activations must be at least 1")
+    return Limits(max_parameters=args.max_parameters, max_activations=args.max_activations)
 
 
 def request_from(args: argparse.Namespace) -> ExportRequest:
@@ -74,6 +103,9 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         load_test_data=args.load_test_data,
         samples_file=args.samples,
         parity_seconds=args.parity_seconds,
+        trust_model_code=args.trust_model_code,
+        quiet=args.quiet,
+        limits=limits_from(args),
     )
 
 
@@ -91,17 +123,26 @@ def export_to(
     capabilities: Capabilities,
     where: Callable[[AnyStore], str],
     check: Callable[[ir.Graph], None] | None = None,
+    *,
+    connect_first: bool = True,
 ) -> AnyStore:
-    """The flow every database target shares: compile and check (nothing written), then connect, publish
-    in the store's transaction, close, and report. Returns the (closed) store for what it chose."""
-    prepared = prepare(request, capabilities)
-    if check is not None:
-        check(prepared.graph)
-    store = open_store()
+    """The flow every database target shares: connect (a wrong password or host is reported in a second,
+    before TensorFlow starts), compile and check (nothing written), publish in the store's transaction,
+    close, and report. `connect_first=False` opens the store only once the model has compiled (a DuckDB
+    file, which opening would create). Returns the (closed) store for what it chose."""
+    store = open_store() if connect_first else None
     try:
+        if store is not None and not request.quiet:
+            print(f"connected to {where(store)}", flush=True)
+        prepared = prepare(request, capabilities)
+        if check is not None:
+            check(prepared.graph)
+        if store is None:
+            store = open_store()
         record = publish(store, request, prepared, capabilities.target)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     report(record, where(store))
     return store
 

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 class Dialect:
     """How one target writes what the shared generators emit. The defaults are PL/pgSQL's and PL/SQL's.
 
-    Check forms receive `x` (the parameter, or the prepared value after `prepare`), `size` and `bound`.
+    Check forms receive `x` (the parameter, or the prepared value after `prepare`), `size` and `bound`;
+    `nonfinite` holds for NaN, infinity and values beyond ir.FLOAT32_MAX.
     Procedural forms (export/procedural.py) receive the names documented beside them.
     """
 
@@ -47,6 +48,7 @@ class Dialect:
     has_nulls: str = ""
     prepare: str | None = None  # a statement between the NULL check and the value checks
     nonfinite: tuple[str, str] = ("", "")  # a condition, and the first such value's 0-based index
+    wrong_type: tuple[str, str] | None = None  # untyped arguments: a condition, and the type received
     outside: tuple[str, str] = ("", "")  # the same for an int32 input: a value outside [0, bound)
     # -- statements (export/procedural.py) ---------------------------------------------------------
     assign: str = "{y} := {value};"
@@ -107,6 +109,9 @@ class Generator:
         """The checks of one input in order; a str is the dialect's `prepare` statement."""
         d, x, size = self.dialect, spec.name, spec.size
         yield Check(d.is_null.format(x=x))
+        if d.wrong_type is not None:
+            condition, received = d.wrong_type
+            yield Check(condition.format(x=x), "type", received.format(x=x))
         yield Check(d.wrong_length.format(x=x, size=size), "length", d.length.format(x=x))
         if d.wrong_dimensions is not None:
             yield Check(d.wrong_dimensions.format(x=x), "dimensions")

@@ -415,15 +415,21 @@ def describe_fields(node: Node) -> str:
     return " " + " ".join(parts) if parts else ""
 
 
+# The largest float32. Inputs are float32 in Keras and ONNX: every target refuses a value beyond it (as it
+# refuses NaN and infinity) instead of computing with a number the model's input type cannot hold.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 @dataclass(frozen=True)
 class InputErrors:
     """The messages every target raises for a bad input row, worded once so that all targets agree."""
 
     length: str  # followed by the received length
     nulls: str
-    nonfinite: str  # followed by the 0-based index of the first NaN or infinite value
+    nonfinite: str  # followed by the 0-based index of the first NaN, infinite or beyond-float32 value
     dimensions: str  # an array of arrays where a flat array is needed
     index: str  # an int32 input: followed by the 0-based position of a value outside [0, bound)
+    type: str  # where arguments are untyped (DuckDB macros): followed by the type received
 
     @classmethod
     def of(cls, model: str, spec: TensorSpec) -> InputErrors:
@@ -431,7 +437,8 @@ class InputErrors:
         return cls(
             length=f"{where} must have {spec.size} values, got ",
             nulls=f"{where} contains NULL values",
-            nonfinite=f"{where} holds NaN or infinity at 0-based index ",
+            nonfinite=f"{where} holds NaN, infinity or a value beyond the float32 range at 0-based index ",
             dimensions=f"{where} must be a one-dimensional array",
             index=f"{where} must hold whole numbers from 0 to {(spec.bound or 1) - 1}; not at 0-based index ",
+            type=f"{where} must be a list of numbers, got ",
         )

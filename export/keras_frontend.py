@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,9 @@ import numpy as np
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
 from export.lowering import grouped_softmax, lower
+from export.model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
+from export.model_file import ModelFile, first_line, read_model_file
+from export.model_limits import DEFAULT_LIMITS, Limits, check_sizes, tf_keras_config
 from export.names import SQL_KEYWORDS
 from export.passes import fold_linear_chains
 
@@ -472,72 +474,86 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
     return metadata
 
 
-LEGACY_FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
-
-
-def load_model(path: str | Path) -> Any:
+def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Load a model as users save them: Keras 3's `.keras`, or, with TensorFlow's legacy Keras 2 package
-    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. One clear line otherwise."""
-    path = Path(path)
-    if not path.exists():
-        raise ExportError(f"model file not found: {path}")
-    if path.is_dir():
-        if (path / "saved_model.pb").is_file():
-            return _load_legacy(path, "a SavedModel directory")
-        raise ExportError(f"{path} is a directory without saved_model.pb; expected {LEGACY_FORMATS}")
-    if path.suffix in (".h5", ".hdf5"):
-        return _load_legacy(path, "an HDF5 file")
-    if path.suffix != ".keras":
-        raise ExportError(f"{path} is not a Keras model: expected {LEGACY_FORMATS}")
-    if not zipfile.is_zipfile(path):
-        raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
+    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. The configuration is read
+    as data first: code in it (a Lambda, a custom object) is refused unless `trust_code`, and sizes
+    beyond `limits` are refused before any weight is allocated. One clear line for every refusal."""
+    model_file = read_model_file(path)
+    if not trust_code:
+        refuse_code(model_file)
+    check_sizes(model_file, limits, trust_code=trust_code)
+    if model_file.library == "keras":
+        return load_keras(model_file, safe_mode=not trust_code)
+    if model_file.format == "savedmodel" and not trust_code:
+        return saved_model_from_config(model_file)
+    return load_tf_keras(model_file)
+
+
+def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:
     import keras  # deferred: importing TensorFlow takes seconds
 
     try:
-        return keras.saving.load_model(path, compile=False)
+        return keras.saving.load_model(model_file.path, compile=False, safe_mode=safe_mode)
     except Exception as error:  # Keras raises many types for a corrupt file
-        raise ExportError(f"cannot load Keras model {path}: {first_line(error)}") from error
+        raise ExportError(f"cannot load Keras model {model_file.path}: {first_line(error)}") from error
 
 
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def load_tf_keras(model_file: ModelFile) -> Any:
+    """tf.keras (Keras 2), the format's own reader; for an HDF5 file that tf.keras wrote with a TensorFlow
+    function as an activation (which its HDF5 reader cannot read back), then Keras 3, given Keras's own
+    functions under those names (LEGACY_TF_ACTIVATIONS): nothing from the file runs either way."""
+    import tf_keras
 
-
-def _load_legacy(path: Path, kind: str) -> Any:
-    """tf.keras (Keras 2) first, the format's own reader; then Keras 3, which writes .h5 files too."""
     try:
-        import tf_keras
-
-        return tf_keras.models.load_model(path, compile=False)
+        return tf_keras.models.load_model(
+            model_file.path, compile=False, custom_objects=legacy_tf_activations()
+        )
     except Exception as legacy_error:
-        if kind != "an HDF5 file":
+        if model_file.format != "h5":
             raise ExportError(
-                f"cannot load {kind} {path} with tf.keras: {first_line(legacy_error)}"
+                f"cannot load {model_file.kind} {model_file.path} with tf.keras: {first_line(legacy_error)}"
             ) from None
         import keras
 
         try:
-            return keras.saving.load_model(path, compile=False, custom_objects=tf_function_names())
+            return keras.saving.load_model(model_file.path, compile=False, custom_objects=keras_activations())
         except Exception as error:
             raise ExportError(
-                f"cannot load {path}: tf.keras said {first_line(legacy_error)!r}; "
+                f"cannot load {model_file.path}: tf.keras said {first_line(legacy_error)!r}; "
                 f"Keras 3 said {first_line(error)!r}"
             ) from None
 
 
-def tf_function_names() -> dict[str, Any]:
-    """Keras 3's activations under the names of the TensorFlow functions a legacy `.h5` may hold for a
-    layer's activation (tf.keras writes `activation=tf.nn.log_softmax` as 'log_softmax_v2', which
-    tf.keras itself cannot read back). Keras's own functions only: nothing from the file runs."""
+def keras_activations() -> dict[str, Any]:
+    """Keras 3's own activations under the TensorFlow function names of LEGACY_TF_ACTIVATIONS."""
     import keras
 
-    return {
+    functions = {
         "log_softmax_v2": keras.activations.log_softmax,
         "softmax_v2": keras.activations.softmax,
         "exp": keras.activations.exponential,
         "log_sigmoid": keras.activations.log_sigmoid,
     }
+    assert tuple(functions) == LEGACY_TF_ACTIVATIONS
+    return functions
+
+
+def saved_model_from_config(model_file: ModelFile) -> Any:
+    """A tf.keras SavedModel rebuilt from its checked configuration, its weights read from its checkpoint:
+    none of the TensorFlow functions the SavedModel also holds is loaded or run."""
+    import tensorflow as tf
+    import tf_keras
+
+    try:
+        model = tf_keras.models.model_from_config(
+            tf_keras_config(model_file), custom_objects=legacy_tf_activations()
+        )
+        status = model.load_weights(str(model_file.path / "variables" / "variables"))
+        status.assert_existing_objects_matched()
+    except (tf.errors.OpError, AssertionError, ValueError, TypeError) as error:
+        raise ExportError(f"cannot load {model_file.kind} {model_file.path}: {first_line(error)}") from None
+    return model
 
 
 def is_legacy(model: Any) -> bool:

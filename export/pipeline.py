@@ -19,6 +19,7 @@ import numpy as np
 from export import budget, ir, parity, reference
 from export.errors import ExportError, ScoringFailure
 from export.keras_frontend import load_model, read_metadata, to_ir
+from export.model_limits import DEFAULT_LIMITS, Limits
 from export.names import check_model_name
 from export.samples import SampleSet, sample_inputs
 from export.target import Capabilities
@@ -84,6 +85,9 @@ class ExportRequest:
     load_test_data: bool = False
     samples_file: Path | None = None  # the user's own sample rows (--samples)
     parity_seconds: float = budget.DEFAULT_SECONDS  # sample rows scored in the database: see export/budget.py
+    trust_model_code: bool = False  # load a file that holds code (export/model_code.py)
+    limits: Limits = DEFAULT_LIMITS
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,7 @@ def expectations(
 def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
     check_model_name(request.name)
-    model = load_model(request.model_path)
+    model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
     metadata = read_metadata(request.model_path)
     graph = to_ir(model, target=capabilities.target, classes=tuple(metadata.get("classes", ())))
     capabilities.check(graph)

@@ -95,8 +95,24 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
         cast = {name: values.astype(np.float32, copy=False) for name, values in feeds.items()}
         assert model.batcher is not None
         outputs = model.batcher.submit(cast)
+        refuse_nonfinite(outputs)
         ok = True
         return outputs
     finally:
         seconds = time.perf_counter() - started
         metrics().observe_request(model.name, model.version, protocol, ok, seconds, rows)
+
+
+def refuse_nonfinite(outputs: dict[str, np.ndarray]) -> None:
+    """A row whose outputs are NaN or infinite: the model overflowed float32 on it (inputs within float32's
+    range but far beyond the data's scale). Refused, not answered with NaN (whose argmax is class 0);
+    docs/security.md says how the SQL targets, which compute in float64, differ."""
+    for name, values in outputs.items():
+        finite = np.isfinite(values).reshape(len(values), -1).all(axis=1)
+        if not finite.all():
+            row = int(np.flatnonzero(~finite)[0])
+            raise ScoringError(
+                f"output {name!r} of row {row} is not finite: the model overflowed float32 on this input "
+                "(values far beyond the data's scale)",
+                422,
+            )

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         request = cli.request_from(args)
         check_file_name(args.db, args.name)
         open_store = partial(DuckDBStore, args.db, progress=not args.quiet)
-        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(args.db))
+        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(args.db), connect_first=False)
         return 0
 
     return cli.run(body)

@@ -15,6 +15,7 @@ from export import ir
 from export.codegen import Dialect, Generator, render_template
 from export.duckdb import fusion
 from export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
+from export.ir import FLOAT32_MAX
 from export.sqlformat import wrap
 from export.sqltext import literal
 from export.target import Capabilities, emitted_kinds, emitter, register
@@ -84,6 +85,11 @@ def apply_activation(vector_expr: str, activation: str) -> str:
     return f"list_transform({vector_expr}, lambda _nn_e: {scalar_activation(activation, '_nn_e')})"
 
 
+# typeof() of a list (or fixed-size array) of numbers: what a macro accepts as features.
+NUMERIC_LIST = (
+    r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE"
+    r"|DECIMAL\(\d+,\d+\))\[\d*\]"
+)
 OUTSIDE = (
     "list_transform({x}, lambda _nn_e: _nn_e < 0 OR _nn_e >= {bound} "
     "OR _nn_e::DOUBLE <> floor(_nn_e::DOUBLE))"
@@ -95,14 +101,19 @@ DUCKDB = Dialect(
     return_null="NULL",
     error="error({message})",
     error_with_argument="error({message} || {argument})",
-    error_codes=dict.fromkeys(("length", "dimensions", "nulls", "nonfinite", "index"), ""),
+    error_codes=dict.fromkeys(("length", "dimensions", "nulls", "nonfinite", "index", "type"), ""),
     length="len({x})",
     wrong_length="len({x}) <> {size}",
     has_nulls="list_count({x}) <> {size}",
-    # a NaN or an infinity makes the sum non-finite: cheap to test, and only then is it located
+    # a macro's arguments are untyped: a VARCHAR or BOOLEAN list would be cast to numbers silently
+    wrong_type=(f"NOT regexp_full_match(typeof({{x}}), '{NUMERIC_LIST}')", "typeof({x})"),
+    # NaN is the largest value in DuckDB: list_max and list_min (cheap) find it, infinities and values
+    # beyond float32's range; only then is the first one located
     nonfinite=(
-        "NOT isfinite(list_sum({x}::DOUBLE[]))",
-        "(list_position(list_transform({x}, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1)",
+        f"NOT (list_max({{x}}::DOUBLE[]) <= {FLOAT32_MAX!r} "
+        f"AND list_min({{x}}::DOUBLE[]) >= -{FLOAT32_MAX!r})",
+        f"(list_position(list_transform({{x}}, lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= {FLOAT32_MAX!r})), "
+        "true) - 1)",
     ),
     outside=(f"list_bool_or({OUTSIDE})", f"(list_position({OUTSIDE}, true) - 1)"),
 )

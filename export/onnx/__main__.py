@@ -12,6 +12,7 @@ import numpy as np
 from export import budget, cli, ir, parity
 from export.errors import ExportError
 from export.keras_frontend import is_legacy, load_model, read_metadata
+from export.model_limits import DEFAULT_LIMITS, Limits
 from export.names import check_model_name
 from export.onnx.capabilities import CAPABILITIES
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
@@ -221,9 +222,11 @@ def export(
     samples_file: Path | None = None,
     parity_seconds: float = budget.DEFAULT_SECONDS,
     progress: bool = False,
+    trust_code: bool = False,
+    size_limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
-    model = load_model(model_path)
+    model = load_model(model_path, trust_code=trust_code, limits=size_limits)
     metadata = read_metadata(model_path)
     sets = sample_sets(model, rows, metadata, samples_file)
     # before the export, which needs a called model
@@ -274,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             samples_file=request.samples_file,
             parity_seconds=request.parity_seconds,
             progress=not args.quiet,
+            trust_code=request.trust_model_code,
+            size_limits=request.limits,
         )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")

@@ -69,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
 
         dsn = parse_dsn(args.dsn)
 
-        def open_store() -> OracleStore:  # the password is asked for only once the model has compiled
+        def open_store() -> OracleStore:  # asked for and checked first: the user is still at the terminal
             return OracleStore(dsn, password(), progress=not args.quiet)
 
-        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(dsn), check=check_weights_finite)
+        cli.export_to(
+            open_store, request, CAPABILITIES, lambda _: f"Oracle {dsn}", check=check_weights_finite
+        )
         return 0
 
     return cli.run(body)

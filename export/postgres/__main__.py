@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         "--grant-script", action="store_true", help="print the least-privilege grant script and exit"
     )
     parser.add_argument(
+        "--registry-owner",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="also trust schemas nnsql and NAME (and what is in them) owned by ROLE; by default only the "
+        "exporting role's and superusers' are used (see --grant-script); repeat for several roles",
+    )
+    parser.add_argument(
         "--kernel",
         choices=CHOICES,
         default="auto",
@@ -65,13 +73,19 @@ def main(argv: list[str] | None = None) -> int:
             print(grant_script(check_model_name(args.name), role), end="")
             return 0
         request = cli.request_from(args)
-        if args.grant_to:
-            check_model_name(args.grant_to, what="role name")
+        for role in [args.grant_to or "", *args.registry_owner]:
+            if role:
+                check_model_name(role, what="role name")
         from export.postgres.cube import CAPABILITIES as CUBE
         from export.postgres.plpython import CAPABILITIES as PLPYTHON
 
         capabilities = {"plpython": PLPYTHON, "cube": CUBE}.get(kernel, CAPABILITIES)
-        options = {"progress": not args.quiet, "grant_to": args.grant_to, "kernel": kernel}
+        options = {
+            "progress": not args.quiet,
+            "grant_to": args.grant_to,
+            "kernel": kernel,
+            "registry_owners": args.registry_owner,
+        }
         store = cli.export_to(
             lambda: PostgresStore(args.dsn, **options), request, capabilities, lambda s: s.where
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from export import activations, ir
 from export.codegen import Dialect
+from export.ir import FLOAT32_MAX
 from export.procedural import ProceduralGenerator
 from export.target import Capabilities, emitted_kinds, register
 
@@ -84,7 +85,10 @@ PLPYTHON = Dialect(
     wrong_length="len({x}) != {size}",
     has_nulls="any(value is None for value in {x})",
     prepare="{value} = np.asarray({x}, dtype=np.float64)",
-    nonfinite=("not np.isfinite({x}).all()", "np.flatnonzero(~np.isfinite({x}))[0]"),
+    nonfinite=(
+        f"not (np.abs({{x}}) <= {FLOAT32_MAX!r}).all()",  # False for NaN too
+        f"np.flatnonzero(~(np.abs({{x}}) <= {FLOAT32_MAX!r}))[0]",
+    ),
     outside=("first_outside({x}, {bound}) is not None", "first_outside({x}, {bound})"),
     assign="{y} = {value}",
     weight='weights["{node}.{role}"]',

@@ -6,6 +6,7 @@ runtime, tensors, functions, in-database scoring of the samples, registry row. A
 
 from __future__ import annotations
 
+import getpass
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from export.pipeline import VersionRecord
 from export.postgres import kernels
 from export.postgres.cube import CubeGenerator
 from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+from export.postgres.ownership import check_schemas
 from export.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
@@ -38,8 +40,10 @@ def raised_in(error: psycopg.Error) -> str:
 
 
 def describe(dsn: str) -> str:
-    """user@host:port/dbname (libpq defaults and PG* variables applied). A DSN holding a password is
-    refused, since every user of the machine can read a command line; a malformed one is not echoed."""
+    """user@host:port/dbname as libpq will resolve them: the DSN's values, then the PG* variables, then
+    libpq's defaults (the login name, the local socket, 5432, a database named after the user). A DSN
+    holding a password is refused, since every user of the machine can read a command line; a malformed
+    one is not echoed."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
@@ -50,13 +54,27 @@ def describe(dsn: str) -> str:
         raise ExportError(
             f"--dsn holds a password, which the process list shows to everyone: {PASSWORD_ADVICE}"
         )
-    host = info.get("host") or "(PGHOST or local socket)"
-    port = info.get("port") or "(default port)"
-    return f"{info.get('user', '(current user)')}@{host}:{port}/{info.get('dbname', '(default db)')}"
+    defaults = {
+        option.keyword.decode(): (option.val or option.compiled or b"").decode()
+        for option in psycopg.pq.Conninfo.get_defaults()
+    }
+
+    def value(key: str) -> str:
+        return str(info.get(key) or defaults.get(key) or "")
+
+    user = value("user") or getpass.getuser()
+    host = value("host") or value("hostaddr") or "local socket"
+    return f"{user}@{host}:{value('port') or 5432}/{value('dbname') or user}"
+
+
+def connected_to(connection: psycopg.Connection) -> str:
+    """user@host:port/dbname of an open connection, as the server was reached."""
+    info = connection.info
+    return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
 
 
 def connect(dsn: str) -> psycopg.Connection:
-    """Connect with one-line errors that say what to fix."""
+    """Connect with one-line errors that say what to fix and where libpq tried."""
     where = describe(dsn)
     try:
         connection = psycopg.connect(dsn, connect_timeout=10)
@@ -101,14 +119,21 @@ class PostgresStore(RegistryStore):
     target = "postgres"
 
     def __init__(
-        self, dsn: str, *, progress: bool = True, grant_to: str | None = None, kernel: str = "auto"
+        self,
+        dsn: str,
+        *,
+        progress: bool = True,
+        grant_to: str | None = None,
+        kernel: str = "auto",
+        registry_owners: Sequence[str] = (),
     ) -> None:
+        self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
-        self.where = describe(dsn)
         self.progress = progress
         self.grant_to = grant_to
         self.con = connect(dsn)
+        self.where = f"PostgreSQL {connected_to(self.con)}"
 
     def close(self) -> None:
         self.con.close()
@@ -120,6 +145,7 @@ class PostgresStore(RegistryStore):
                 # One export at a time per database, before any DDL: the registry, the shared library
                 # functions and the schemas are created or replaced by every export.
                 self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:export'))")
+                self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 yield
@@ -156,8 +182,15 @@ class PostgresStore(RegistryStore):
         assert isinstance(value, np.ndarray)
         self.insert(self.tensors_table, {**row, "value": value.tolist()})
 
+    def use_schema(self, schema: str) -> None:
+        """Create the schema unless it exists, then check who owns it and everything in it (ownership.py):
+        created first, in this transaction, no other role can create it between the check and its use."""
+        self.con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        check_schemas(self.con, [schema], self.registry_owners)
+
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
+        self.use_schema(name)
         self.kernel = kernels.choose(self.con, self.requested_kernel)
         self.con.execute(self.generator(name, version, graph).render())
         if self.grant_to:
@@ -168,6 +201,7 @@ class PostgresStore(RegistryStore):
         if self.kernel != "cube":
             return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
         schema_name = kernels.cube_schema(self.con)
+        check_schemas(self.con, [schema_name], self.registry_owners, whole=schema_name == "nnsql")
         schema = sql.Identifier(schema_name).as_string(self.con)
         self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
         for node in graph.all_nodes():

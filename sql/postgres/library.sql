@@ -9,7 +9,8 @@
 
 -- Activation over a vector.
 CREATE OR REPLACE FUNCTION nnsql.activate(v float8[], activation text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n    integer := cardinality(v);
     peak float8;
@@ -47,7 +48,8 @@ $fn$;
 -- Loops input-major and skips zero inputs: image rows are mostly zeros. An input below 1e-250 in
 -- magnitude counts as 0: with a float32 weight (at least 1.4e-45) its product could round to 0.
 CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel real[], bias real[], units integer, activation text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     h    float8[] := coalesce(bias::float8[], array_fill(0::float8, ARRAY[units]));
     xi   float8;
@@ -66,30 +68,36 @@ BEGIN
 END
 $fn$;
 
--- 0-based index of the first NaN or infinity in x, or NULL. array_position runs in C, and PostgreSQL's
--- float equality finds NaN too.
+-- 0-based index of the first value of x that is NaN, infinite or beyond float32's range (the model's
+-- input type: a float8 it cannot hold is refused as NaN is), or NULL. NaN is the largest float8 here,
+-- so one range test finds all three.
 CREATE OR REPLACE FUNCTION nnsql.first_nonfinite(x float8[])
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
-    SELECT least(array_position(x, 'NaN'), array_position(x, 'Infinity'), array_position(x, '-Infinity')) - 1
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
+     WHERE NOT (t.e BETWEEN -3.4028234663852886e38 AND 3.4028234663852886e38)
 $fn$;
 
 -- 0-based index of the first value of x that is not a whole number from 0 to bound - 1, or NULL: the
 -- check of an integer (token or category) input.
 CREATE OR REPLACE FUNCTION nnsql.first_outside(x float8[], bound integer)
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
      WHERE t.e < 0 OR t.e >= bound OR t.e <> floor(t.e)
 $fn$;
 
 -- Index of the largest value (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (array_position(v, (SELECT max(e) FROM unnest(v) AS e)) - 1)::integer
 $fn$;
 
 -- The windows of a convolution or pooling (im2col): y[k] = x[indices[k] + 1], 0 where an index is -1.
 CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices real[])
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n integer := cardinality(indices);
     y float8[] := array_fill(0::float8, ARRAY[n]);
@@ -105,7 +113,8 @@ $fn$;
 -- kernel flattened row-major (size x units); the result is position-major, then the activation.
 CREATE OR REPLACE FUNCTION nnsql.patch_dense(
     x float8[], kernel real[], bias real[], patches integer, size integer, units integer, activation text
-) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     y    float8[] := array_fill(0::float8, ARRAY[patches * units]);
     xi   float8;
@@ -131,7 +140,8 @@ $fn$;
 
 -- y[k] = max of the k-th group of `size` consecutive values (max pooling after gather).
 CREATE OR REPLACE FUNCTION nnsql.group_max(x float8[], size integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n integer := cardinality(x) / size;
     y float8[] := array_fill(0::float8, ARRAY[n]);
@@ -148,7 +158,8 @@ $fn$;
 -- with a factor below 1e-150 in magnitude is 0 times the factors (0, or NaN where a factor is NaN):
 -- otherwise two such factors (an LSTM's saturated gates) could round to 0, which PostgreSQL raises on.
 CREATE OR REPLACE FUNCTION nnsql.binary(a float8[], b float8[], op text)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF op = 'add' THEN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] + b[i]; END LOOP;
@@ -175,7 +186,8 @@ $fn$;
 
 -- The rows of `table` (rows x width, row-major) that the whole numbers of x select, one after the other.
 CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ real[], width integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     y    float8[] := array_fill(0::float8, ARRAY[cardinality(x) * width]);
     base integer;
@@ -191,7 +203,8 @@ $fn$;
 -- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none); an x below 1e-250 in magnitude counts as 0, as
 -- in nnsql.dense.
 CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
         IF abs(x[i]) < 1e-250 THEN x[i] := 0 * x[i]; END IF;
@@ -203,7 +216,8 @@ $fn$;
 
 -- Keras's Masking(0): y[t] = 1 when some feature of step t (of `steps` equal steps) is not 0, else 0.
 CREATE OR REPLACE FUNCTION nnsql.step_mask(x float8[], steps integer)
-RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
+RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     width integer := cardinality(x) / steps;
     y     float8[] := array_fill(0::float8, ARRAY[steps]);

@@ -1,4 +1,5 @@
-"""Executes the network body of a generated Oracle package with numpy, from the generated text alone.
+"""Executes the input checks and the network body of a generated Oracle package with numpy, from the
+generated text alone.
 
 Independent of the generator: it reads the `--script-only` files, takes every BLAS argument from the
 rendered PL/SQL (not from the generator's data structures) and every stored array from the INSERT/append
@@ -12,6 +13,10 @@ procedure's own expression text (`OracleExpression`) with Oracle's two kinds of 
 overflows to infinity and underflows to 0 as IEEE says, a NUMBER (an unsuffixed literal) raises
 ORA-01426 past 1e126 (EXP of more than about 290). So a formula that slipped into NUMBER arithmetic would
 fail here as it would in Oracle.
+The checks (`IF <condition> THEN RETURN NULL | RAISE_APPLICATION_ERROR(...) END IF;` before the network)
+run as PL/SQL would: the package's helpers first_null, first_nonfinite and first_outside as their bodies
+define them, over the row as bound to a UTL_NLA_ARRAY_FLT (BINARY_FLOAT: a value beyond float32's range
+is infinite there).
 """
 
 from __future__ import annotations
@@ -253,12 +258,74 @@ def literal_number(text: str) -> float:
     return float(text.rstrip("fF"))
 
 
+class PlsqlError(Exception):
+    """RAISE_APPLICATION_ERROR(code, message) raised by the package."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"ORA{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def binary_float(values: object) -> np.ndarray:
+    """A row as Oracle holds it in a UTL_NLA_ARRAY_FLT (NULL elements as NaN here; first_null sees them)."""
+    row = [np.nan if value is None else value for value in np.asarray(values, dtype=object).ravel()]
+    with np.errstate(over="ignore"):
+        return np.asarray(row, dtype=np.float64).astype(np.float32)
+
+
+# The package's helpers, as their PL/SQL bodies in version_package.sql.j2 define them: the 0-based index
+# of the first value found, or None (NULL).
+def first_index(hits: np.ndarray) -> int | None:
+    found_at = np.flatnonzero(hits)
+    return int(found_at[0]) if len(found_at) else None
+
+
+def first_null(raw: object, _: int) -> int | None:
+    return first_index(np.array([value is None for value in np.asarray(raw, dtype=object).ravel()]))
+
+
+def first_nonfinite(raw: object, _: int) -> int | None:  # p(i) IS NAN OR p(i) IS INFINITE
+    return first_index(~np.isfinite(binary_float(raw)))
+
+
+def first_outside(raw: object, bound: int) -> int | None:  # p(i) < 0 OR p(i) >= bound OR p(i) <> TRUNC(p(i))
+    p = binary_float(raw)
+    return first_index((p < 0) | (p >= bound) | (p != np.trunc(p)))
+
+
+HELPERS = {"first_null": first_null, "first_nonfinite": first_nonfinite, "first_outside": first_outside}
+CHECK = re.compile(r"IF (.+?) THEN (.+?) END IF;")
+RAISE = re.compile(r"RAISE_APPLICATION_ERROR\((-\d+), '((?:[^']|'')*)'(?: \|\| (.+))?\);")
+
+
+def evaluate(expression: str, row: dict[str, object]) -> object:
+    """An expression of a check: `x.COUNT`, a helper call, or a literal integer."""
+    if match := re.fullmatch(r"(\w+)\.COUNT", expression):
+        return len(np.asarray(row[match[1]], dtype=object).ravel())
+    if match := re.fullmatch(r"(\w+)\((\w+)(?:, (\d+))?\)", expression):
+        return HELPERS[match[1]](row[match[2]], int(match[3] or 0))
+    return int(expression)
+
+
+def holds(condition: str, row: dict[str, object]) -> bool:
+    if match := re.fullmatch(r"(\w+) IS NULL", condition):
+        return row[match[1]] is None
+    if match := re.fullmatch(r"(.+) IS NOT NULL", condition):
+        return evaluate(match[1], row) is not None
+    if match := re.fullmatch(r"(.+) <> (.+)", condition):
+        return evaluate(match[1], row) != evaluate(match[2], row)
+    raise AssertionError(f"check condition the reference does not know: {condition}")
+
+
 class PackageInterpreter:
     """Runs `predict_proba` of a generated version package on one row at a time."""
 
     def __init__(self, package_text: str, tensors: dict[tuple[str, int], np.ndarray]) -> None:
         loads = re.findall(r"load_tensor\('([\w.]+)', (\d+), (\w+)\);", package_text)
         self.globals = {variable: tensors[(tensor, int(chunk))] for tensor, chunk, variable in loads}
+        predict = package_text.split("FUNCTION predict_proba(", 2)[2]  # the body, after the declaration
+        self.checks = CHECK.findall(predict.split("BEGIN", 1)[1].split("ensure_loaded;", 1)[0])
         body = package_text.split("-- begin network", 1)[1].split("-- end network", 1)[0]
         self.statements = [line.strip() for line in body.strip().splitlines() if line.strip()]
         self.output = found(r"-- end network\s+RETURN (\w+);", package_text)
@@ -269,9 +336,20 @@ class PackageInterpreter:
         self.gemm_calls: list[dict[str, str]] = []
         self.formulas = formulas(package_text)
 
-    def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    def run(self, inputs: dict[str, object]) -> np.ndarray | None:
+        """predict_proba of one row: its checks (None for RETURN NULL, PlsqlError for an error), then
+        the network."""
+        for condition, outcome in self.checks:
+            if not holds(condition, inputs):
+                continue
+            if outcome == "RETURN NULL;":
+                return None
+            error = RAISE.fullmatch(outcome)
+            assert error is not None, f"check outcome the reference does not know: {outcome}"
+            argument = "" if error[3] is None else str(evaluate(error[3], inputs))
+            raise PlsqlError(int(error[1]), error[2].replace("''", "'") + argument)
         env: dict[str, np.ndarray] = dict(self.globals)
-        env.update({name: np.asarray(value, dtype=np.float32).ravel() for name, value in inputs.items()})
+        env.update({name: binary_float(value) for name, value in inputs.items()})
         self.execute(self.statements, env)
         return env[self.output]
 

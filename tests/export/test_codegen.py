@@ -42,7 +42,8 @@ def test_duckdb_shares_the_checks_but_not_the_statements():
     assert not issubclass(DuckDBGenerator, ProceduralGenerator)
     checks = list(DuckDBGenerator(tiny_recurrent_graph(), "tiny", 1).checks())
     assert checks[0] == "WHEN sequence IS NULL THEN NULL"
-    assert checks[1].startswith("WHEN len(sequence) <> 6 THEN error(")
+    assert checks[1].startswith("WHEN NOT regexp_full_match(typeof(sequence), ")  # untyped arguments
+    assert checks[2].startswith("WHEN len(sequence) <> 6 THEN error(")
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,7 @@ def test_legacy_inclusive_classifier_exports_to_onnx(saved, tmp_path, fmt):
     ("name", "content", "message"),
     [
         ("model.pt", b"\x80\x02torch", "expected a .keras file (Keras 3), a .h5/.hdf5 file"),
-        ("model.h5", b"not hdf5 at all", "tf.keras said"),
+        ("model.h5", b"not hdf5 at all", "cannot load an HDF5 file"),
         ("empty_dir", None, "without saved_model.pb"),
     ],
 )

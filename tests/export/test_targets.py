@@ -173,13 +173,19 @@ def array_text(target, values: list[str]) -> tuple[str, str]:
     return "{" + ",".join(values) + "}", "float8[]"
 
 
-@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
-def test_a_nan_or_infinite_feature_is_an_error_naming_model_and_index(target, cern_mlp_path, bad):
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "3.5e38", "-1e300"])
+def test_a_nan_infinite_or_beyond_float32_feature_is_an_error_naming_model_and_index(
+    target, cern_mlp_path, bad
+):
+    """The model's inputs are float32 (as in Keras and ONNX): a value it cannot hold is refused like NaN."""
     assert target.export(cern_mlp_path) == 0
     values = ["0.5"] * 784
     values[5] = bad if target.target != "duckdb" else bad.lower().replace("infinity", "inf")
     text, cast = array_text(target, values)
-    message = "mnist.predict_proba: features holds NaN or infinity at 0-based index 5"
+    message = (
+        "mnist.predict_proba: features holds NaN, infinity or a value beyond the float32 range "
+        "at 0-based index 5"
+    )
     with pytest.raises(target.error, match=message):
         target.query(f"SELECT mnist.score(?::{cast})", [text])
 

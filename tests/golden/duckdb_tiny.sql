@@ -26,13 +26,24 @@ CREATE OR REPLACE MACRO tiny.params() AS (
 CREATE OR REPLACE MACRO tiny.predict_proba(features) AS (
     CASE
         WHEN features IS NULL THEN NULL
+        WHEN NOT regexp_full_match(
+            typeof(features),
+            '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
+        ) THEN error('tiny.predict_proba: features must be a list of numbers, got ' || typeof(features))
         WHEN len(features) <> 3 THEN error(
             'tiny.predict_proba: features must have 3 values, got ' || len(features)
         )
         WHEN list_count(features) <> 3 THEN error('tiny.predict_proba: features contains NULL values')
-        WHEN NOT isfinite(list_sum(features::DOUBLE[])) THEN error(
-            'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || (
-                list_position(list_transform(features, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+        WHEN NOT (
+            list_max(features::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(features::DOUBLE[]) >=
+                -3.4028234663852886e+38
+        ) THEN error(
+            'tiny.predict_proba: features holds NaN, infinity or a value beyond the float32 range at 0-based index '
+                || (
+                list_position(
+                    list_transform(features, lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= 3.4028234663852886e+38)),
+                    true
+                ) - 1
             )
         )
         ELSE (list_transform(tiny.params(), lambda _nn_p:

@@ -26,21 +26,43 @@ CREATE OR REPLACE MACRO rnn.params() AS (
 CREATE OR REPLACE MACRO rnn.predict_proba(sequence, extra) AS (
     CASE
         WHEN sequence IS NULL THEN NULL
+        WHEN NOT regexp_full_match(
+            typeof(sequence),
+            '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
+        ) THEN error('rnn.predict_proba: sequence must be a list of numbers, got ' || typeof(sequence))
         WHEN len(sequence) <> 6 THEN error(
             'rnn.predict_proba: sequence must have 6 values, got ' || len(sequence)
         )
         WHEN list_count(sequence) <> 6 THEN error('rnn.predict_proba: sequence contains NULL values')
-        WHEN NOT isfinite(list_sum(sequence::DOUBLE[])) THEN error(
-            'rnn.predict_proba: sequence holds NaN or infinity at 0-based index ' || (
-                list_position(list_transform(sequence, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+        WHEN NOT (
+            list_max(sequence::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(sequence::DOUBLE[]) >=
+                -3.4028234663852886e+38
+        ) THEN error(
+            'rnn.predict_proba: sequence holds NaN, infinity or a value beyond the float32 range at 0-based index '
+                || (
+                list_position(
+                    list_transform(sequence, lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= 3.4028234663852886e+38)),
+                    true
+                ) - 1
             )
         )
         WHEN extra IS NULL THEN NULL
+        WHEN NOT regexp_full_match(
+            typeof(extra),
+            '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
+        ) THEN error('rnn.predict_proba: extra must be a list of numbers, got ' || typeof(extra))
         WHEN len(extra) <> 1 THEN error('rnn.predict_proba: extra must have 1 values, got ' || len(extra))
         WHEN list_count(extra) <> 1 THEN error('rnn.predict_proba: extra contains NULL values')
-        WHEN NOT isfinite(list_sum(extra::DOUBLE[])) THEN error(
-            'rnn.predict_proba: extra holds NaN or infinity at 0-based index ' || (
-                list_position(list_transform(extra, lambda _nn_e: NOT isfinite(_nn_e::DOUBLE)), true) - 1
+        WHEN NOT (
+            list_max(extra::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(extra::DOUBLE[]) >=
+                -3.4028234663852886e+38
+        ) THEN error(
+            'rnn.predict_proba: extra holds NaN, infinity or a value beyond the float32 range at 0-based index '
+                || (
+                list_position(
+                    list_transform(extra, lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= 3.4028234663852886e+38)),
+                    true
+                ) - 1
             )
         )
         ELSE (list_transform(rnn.params(), lambda _nn_p:

@@ -209,7 +209,7 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
         IF features IS NULL THEN RETURN NULL; END IF;
         IF features.COUNT <> 3 THEN RAISE_APPLICATION_ERROR(-20001, 'tiny.predict_proba: features must have 3 values, got ' || features.COUNT); END IF;
         IF first_null(features) IS NOT NULL THEN RAISE_APPLICATION_ERROR(-20002, 'tiny.predict_proba: features contains NULL values'); END IF;
-        IF first_nonfinite(features) IS NOT NULL THEN RAISE_APPLICATION_ERROR(-20003, 'tiny.predict_proba: features holds NaN or infinity at 0-based index ' || first_nonfinite(features)); END IF;
+        IF first_nonfinite(features) IS NOT NULL THEN RAISE_APPLICATION_ERROR(-20003, 'tiny.predict_proba: features holds NaN, infinity or a value beyond the float32 range at 0-based index ' || first_nonfinite(features)); END IF;
         ensure_loaded;
         -- begin network
         v_hidden := slice(g_hidden_bias_1, 1, 2);

@@ -53,8 +53,8 @@ if len(features) != 3:
 if any(value is None for value in features):
     plpy.error('tiny.predict_proba: features contains NULL values')
 v_features = np.asarray(features, dtype=np.float64)
-if not np.isfinite(v_features).all():
-    plpy.error('tiny.predict_proba: features holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_features))[0])
+if not (np.abs(v_features) <= 3.4028234663852886e+38).all():
+    plpy.error('tiny.predict_proba: features holds NaN, infinity or a value beyond the float32 range at 0-based index %d' % np.flatnonzero(~(np.abs(v_features) <= 3.4028234663852886e+38))[0])
 v_hidden = np.maximum((v_features @ weights["hidden.kernel"] + weights["hidden.bias"]), 0.0)
 v_output = _softmax((v_hidden @ weights["output.kernel"]))
 return v_output.tolist()
@@ -100,7 +100,8 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION tiny.version()
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT 3 $fn$;
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$ SELECT 3 $fn$;
 
 -- Only roles granted EXECUTE may score (PostgreSQL grants EXECUTE to PUBLIC by default).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA tiny FROM PUBLIC;

@@ -53,8 +53,8 @@ if len(sequence) != 6:
 if any(value is None for value in sequence):
     plpy.error('tiny.predict_proba: sequence contains NULL values')
 v_sequence = np.asarray(sequence, dtype=np.float64)
-if not np.isfinite(v_sequence).all():
-    plpy.error('tiny.predict_proba: sequence holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_sequence))[0])
+if not (np.abs(v_sequence) <= 3.4028234663852886e+38).all():
+    plpy.error('tiny.predict_proba: sequence holds NaN, infinity or a value beyond the float32 range at 0-based index %d' % np.flatnonzero(~(np.abs(v_sequence) <= 3.4028234663852886e+38))[0])
 if extra is None:
     return None
 if len(extra) != 1:
@@ -62,8 +62,8 @@ if len(extra) != 1:
 if any(value is None for value in extra):
     plpy.error('tiny.predict_proba: extra contains NULL values')
 v_extra = np.asarray(extra, dtype=np.float64)
-if not np.isfinite(v_extra).all():
-    plpy.error('tiny.predict_proba: extra holds NaN or infinity at 0-based index %d' % np.flatnonzero(~np.isfinite(v_extra))[0])
+if not (np.abs(v_extra) <= 3.4028234663852886e+38).all():
+    plpy.error('tiny.predict_proba: extra holds NaN, infinity or a value beyond the float32 range at 0-based index %d' % np.flatnonzero(~(np.abs(v_extra) <= 3.4028234663852886e+38))[0])
 v_mask = step_mask(v_sequence, 3)
 v_gru_s = np.zeros(2)
 for nn_t in range(3):
@@ -116,7 +116,8 @@ SET search_path = pg_catalog, pg_temp AS $fn$
 $fn$;
 
 CREATE OR REPLACE FUNCTION tiny.version()
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT 3 $fn$;
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$ SELECT 3 $fn$;
 
 -- Only roles granted EXECUTE may score (PostgreSQL grants EXECUTE to PUBLIC by default).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA tiny FROM PUBLIC;

@@ -39,9 +39,8 @@ BEGIN
         array_lower(features, 1):array_upper(features, 1)
     ]; END IF;
     IF nnsql.first_nonfinite(features) IS NOT NULL THEN RAISE EXCEPTION
-        'tiny.predict_proba: features holds NaN or infinity at 0-based index %', nnsql.first_nonfinite(
-        features
-    ) USING ERRCODE = 'data_exception'; END IF;
+        'tiny.predict_proba: features holds NaN, infinity or a value beyond the float32 range at 0-based index %',
+        nnsql.first_nonfinite(features) USING ERRCODE = 'data_exception'; END IF;
     SELECT value INTO w_hidden_bias FROM nnsql.tensors
      WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.bias';
     SELECT points, norms INTO c_hidden_points, c_hidden_norms
@@ -118,7 +117,8 @@ END
 $fn$;
 
 CREATE OR REPLACE FUNCTION tiny.version()
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT 3 $fn$;
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp AS $fn$ SELECT 3 $fn$;
 
 -- Only roles granted EXECUTE may score (PostgreSQL grants EXECUTE to PUBLIC by default).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA tiny FROM PUBLIC;

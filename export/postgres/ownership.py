@@ -1,0 +1,101 @@
+"""Use only schemas and objects that the exporting role, a superuser or a role the user trusts owns.
+
+With CREATE on the database, any role can create the schema `nnsql` (or a model's schema) before the
+first export, with registry tables and a trigger of its own. `CREATE ... IF NOT EXISTS` would adopt them:
+the trigger would run as the exporting role during its export, and the owner of a schema can drop and
+replace what others create in it, such as the SECURITY DEFINER scoring functions. So before using a schema,
+every object in it (tables, functions, types, operators) must be owned by a trusted role: the exporting
+role, a superuser (who could change anything anyway), the database owner when the schema is
+`pg_database_owner`'s (PostgreSQL 15's `public`) and that owner is trusted, or a role named with
+`--registry-owner`. Triggers, rules and row security policies are never adopted: the exporter creates
+none, so any on a table of these schemas is refused, whoever made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+
+from export.errors import ExportError
+
+# Roles trusted as owners, given the user's --registry-owner list.
+TRUSTED = """
+SELECT r.oid FROM pg_roles r
+ WHERE r.rolsuper OR r.rolname = current_user OR r.rolname = ANY(%(owners)s::text[])
+    OR (r.rolname = 'pg_database_owner'
+        AND (SELECT d.rolsuper OR d.rolname = current_user OR d.rolname = ANY(%(owners)s::text[])
+               FROM pg_database db JOIN pg_roles d ON d.oid = db.datdba
+              WHERE db.datname = current_database()))
+"""
+
+# Every object of the schemas with its owner; the schemas first.
+OWNED = (
+    """
+WITH s AS (SELECT oid, nspname, nspowner FROM pg_namespace WHERE nspname = ANY(%(schemas)s::text[])),
+objects AS (
+    SELECT 0 AS rank, 'schema' AS kind, s.nspname::text AS name, s.nspowner AS owner FROM s
+    UNION ALL
+    SELECT 1, 'table', c.oid::regclass::text, c.relowner FROM pg_class c JOIN s ON c.relnamespace = s.oid
+    UNION ALL
+    SELECT 2, 'function', p.oid::regprocedure::text, p.proowner
+      FROM pg_proc p JOIN s ON p.pronamespace = s.oid
+    UNION ALL
+    SELECT 3, 'type', t.oid::regtype::text, t.typowner FROM pg_type t JOIN s ON t.typnamespace = s.oid
+    UNION ALL
+    SELECT 4, 'operator', o.oid::regoperator::text, o.oprowner
+      FROM pg_operator o JOIN s ON o.oprnamespace = s.oid
+)
+SELECT o.kind, o.name, pg_get_userbyid(o.owner) FROM objects o
+ WHERE (o.rank = 0 OR %(whole)s) AND o.owner NOT IN ("""
+    + TRUSTED
+    + """)
+ ORDER BY o.rank, o.name
+ LIMIT 1
+"""
+)
+
+# Code that would run when the exporter (or a scoring role) reads or writes the schemas' tables.
+ATTACHED = """
+WITH t AS (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = ANY(%(schemas)s::text[]))
+SELECT 'trigger', tgname::text, tgrelid::regclass::text FROM pg_trigger
+ WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM t)
+UNION ALL
+SELECT 'rule', rulename::text, ev_class::regclass::text FROM pg_rewrite
+ WHERE rulename <> '_RETURN' AND ev_class IN (SELECT oid FROM t)
+UNION ALL
+SELECT 'row security policy', polname::text, polrelid::regclass::text FROM pg_policy
+ WHERE polrelid IN (SELECT oid FROM t)
+LIMIT 1
+"""
+
+OWNER_ADVICE = "drop it (a DBA), or pass --registry-owner {owner} if you trust that role"
+
+
+def check_schemas(
+    con: psycopg.Connection, schemas: Sequence[str], owners: Sequence[str], *, whole: bool = True
+) -> None:
+    """Raise ExportError (one line, naming the owner) unless every object of `schemas` is owned by a
+    trusted role and none of their tables has a trigger, rule or policy. `whole=False` checks only the
+    schemas' owners (an extension's schema, where the exporter calls the extension's functions by their
+    qualified names: only the schema's owner could swap them, by renaming the schema). The caller creates
+    a schema it will use before checking it, in its transaction, so that none can appear in between."""
+    parameters = {"schemas": list(schemas), "owners": list(owners), "whole": whole}
+    row = con.execute(OWNED, parameters).fetchone()
+    if row is not None:
+        kind, name, owner = row
+        me = con.execute("SELECT current_user").fetchone()
+        exporter = me[0] if me else "?"
+        raise ExportError(
+            f"{kind} {name} is owned by role '{owner}', not by '{exporter}' (the exporting role) or a "
+            f"superuser: its owner could change what scoring runs; refusing to use it: "
+            + OWNER_ADVICE.format(owner=owner)
+        )
+    row = con.execute(ATTACHED, parameters).fetchone() if whole else None
+    if row is not None:
+        kind, name, table = row
+        raise ExportError(
+            f"table {table} has a {kind} '{name}', which would run inside the export; the exporter "
+            "creates none and adopts none: refusing (a DBA should drop it)"
+        )
