@@ -199,11 +199,18 @@ def test_python_m_serve_grpc_port_and_a_port_in_use(onnx_repo):
     from tests.serve.conftest import free_port
 
     port = free_port()
-    server = ServeProcess(onnx_repo, "--grpc-port", str(port))
+    server = ServeProcess(onnx_repo, "--workers", "2", "--grpc-port", str(port))
     try:
         server.wait_ready()
+        server.wait_for_workers(2)
+        for _ in range(6):  # new connections, spread over the workers' listeners
+            client = triton_grpc.InferenceServerClient(url=f"127.0.0.1:{port}")
+            assert client.is_model_ready("mnist")
+            client.close()
+        # every worker serves gRPC on the shared port: none died binding it
+        assert "ended with exit code" not in server.log()
+        assert len(server.worker_pids()) == 2
         client = triton_grpc.InferenceServerClient(url=f"127.0.0.1:{port}")
-        assert client.is_model_ready("mnist")
         assert triton_http.InferenceServerClient(server.url.removeprefix("http://")).is_model_ready("mnist")
         client.close()
         second = ServeProcess(onnx_repo, "--grpc-port", str(port))  # the same gRPC port, another HTTP port
