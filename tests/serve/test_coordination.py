@@ -150,3 +150,39 @@ def test_load_of_a_served_model_answers_at_once_and_fixed_versions_load(cluster,
     shutil.copy(onnx_repo / "mnist" / "1" / "metadata.json", broken / "metadata.json")
     second.load("mnist")
     wait_for(lambda: served(first)["mnist"] == served(second)["mnist"] == [1, 3], seconds=5)
+
+
+def test_an_unload_that_changes_nothing_answers_at_once(cluster):
+    """Unloading a model that is already unloaded (two clients, or a retry) used to wait for a commit
+    that never came: 60 s of a pool thread, then 503."""
+    first, second = cluster
+    first.unload("mnist")
+    started = time.monotonic()
+    second.unload("mnist", timeout=5)
+    assert time.monotonic() - started < 2
+    assert "mnist" not in first.models and "mnist" not in second.models
+
+
+def test_a_load_and_an_unload_in_one_round_both_succeed(own_repo, tmp_path):
+    """Asked at the same moment, the load is answered as done (the unload came after it), not as a
+    failure to load naming files that are there."""
+    from serve.coordination import read_json, write_json
+
+    state = tmp_path / "state"
+    coordinator = Coordinator(own_repo, state, poll_seconds=60)
+    coordinator.plan()
+    worker = ModelRepository(own_repo, state=state, worker=0)
+    try:
+        worker.follow()
+        coordinator.tick([0])
+        # the master takes requests in the order of their file names
+        write_json(state / "control" / "a-load.json", {"action": "load", "model": "mnist"})
+        write_json(state / "control" / "b-unload.json", {"action": "unload", "model": "mnist"})
+        for _ in range(3):
+            coordinator.tick([0])
+            worker.follow()
+        answers = [read_json(state / "control" / f"{name}.done.json") for name in ("a-load", "b-unload")]
+    finally:
+        worker.close()
+    assert [answer["ok"] for answer in answers] == [True, True], answers
+    assert "mnist" not in worker.models
