@@ -279,3 +279,34 @@ def test_bodies_held_at_once_stay_within_the_budget(keyed_server):
         assert normal.ok
     finally:
         first.close()
+
+
+def test_requests_that_need_no_key_cannot_hold_the_body_budget(keyed_server):
+    """A preflight, a health check or the page needs no key and no body. Their declared bodies used to
+    reserve the worker's budget (up to --max-body-mb for a preflight) until the request timeout: a few
+    connections without a key then got every inference a 503."""
+    server, _ = keyed_server
+    declared = [
+        ("OPTIONS", "/v2/models/mnist/infer", 8_000_000),  # the whole 8 MiB budget in one
+        *[("GET", "/v2/health/ready", 1_000_000)] * 8,  # or in eight
+        ("POST", "/", 500_000),
+    ]
+    connections = []
+    try:
+        for method, path, length in declared:
+            connection = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            connection.sendall(
+                f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n\r\n".encode()
+            )
+            connections.append(connection)
+            assert answer_of(connection).startswith(b"HTTP/1.1 413"), (method, path)
+        normal = requests.post(
+            f"{server.url}/v2/models/mnist/infer",
+            json=ROW,
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=5,
+        )
+        assert normal.status_code == 200
+    finally:
+        for connection in connections:
+            connection.close()
