@@ -196,7 +196,10 @@ class Gate:
             if match:
                 return self.limit_for_model(match["name"], match["version"])
         if path == "/score":
-            arguments = parse_qs(query, max_num_fields=8)
+            try:
+                arguments = parse_qs(query, max_num_fields=8)
+            except ValueError:  # more fields than that
+                raise ScoringError("/score takes the query parameters model and version", 400) from None
             name = arguments.get("model", [None])[0]
             return self.limit_for_model(name or "", arguments.get("version", [None])[0])
         return DEFAULT_BODY_LIMIT, path
