@@ -47,10 +47,20 @@ def input_document(tensor: Any, raw: bytes | None) -> dict[str, Any]:
     """One input of a ModelInferRequest in the V2 JSON form: typed contents as `data`, raw bytes as
     binary data of the announced size (the binary tensor extension's form)."""
     item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+    given = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if raw is not None:
+        if given:
+            raise bad_request(
+                f"input {tensor.name!r}: its values are in both contents and raw_input_contents"
+            )
         item["parameters"] = {"binary_data_size": len(raw)}
         return item
     field = CONTENTS_FIELD.get(tensor.datatype)
+    if field is not None and any(name != field for name in given):
+        wrong = ", ".join(name for name in given if name != field)
+        raise bad_request(
+            f"input {tensor.name!r}: {tensor.datatype} values travel in contents.{field}, not {wrong}"
+        )
     if field is None and tensor.datatype in V2_DATATYPES:
         raise bad_request(f"input {tensor.name!r}: {tensor.datatype} values travel in raw_input_contents")
     dtype = V2_DATATYPES.get(tensor.datatype, np.dtype("<f4"))

@@ -143,6 +143,33 @@ def test_errors_carry_the_rest_message_with_the_matching_status(live):
     client.close()
 
 
+def test_values_given_twice_or_in_another_types_field_are_refused(live):
+    """Triton refuses an input with both typed contents and raw bytes; the server used the raw bytes and
+    ignored the contents. Values in another type's field (int_contents for FP32) were ignored too, and
+    the error said 'received 0'."""
+    ones = np.ones((1, 784), dtype=np.float32)
+    with grpc.insecure_channel(live.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        both = service_pb2.ModelInferRequest(model_name="mnist", raw_input_contents=[ones.tobytes()])
+        both.inputs.add(name="features", datatype="FP32", shape=[1, 784]).contents.fp32_contents.extend(
+            [0.0] * 784
+        )
+        other = service_pb2.ModelInferRequest(model_name="mnist")
+        other.inputs.add(name="features", datatype="FP32", shape=[1, 784]).contents.int_contents.extend(
+            [1] * 784
+        )
+        details = []
+        for request in (both, other):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelInfer(request)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            details.append(refused.value.details())
+    assert details == [
+        "input 'features': its values are in both contents and raw_input_contents",
+        "input 'features': FP32 values travel in contents.fp32_contents, not int_contents",
+    ]
+
+
 def test_row_and_size_limits_are_the_rest_limits(serve_app):
     server = serve_app(MAX_REQUEST_ROWS=8)
     client = grpc_client(server)
