@@ -186,3 +186,39 @@ def test_a_load_and_an_unload_in_one_round_both_succeed(own_repo, tmp_path):
         worker.close()
     assert [answer["ok"] for answer in answers] == [True, True], answers
     assert "mnist" not in worker.models
+
+
+def shifted_copy(source, target) -> None:
+    """The model with its last bias shifted: a valid ONNX file of the same inputs that scores otherwise."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(source)
+    bias = next(t for t in reversed(model.graph.initializer) if len(t.dims) == 1)
+    shifted = numpy_helper.to_array(bias) + np.arange(bias.dims[0], dtype=np.float32) * 3
+    bias.CopyFrom(numpy_helper.from_array(shifted.astype(np.float32), bias.name))
+    onnx.save(model, target)
+
+
+def first_output(worker: ModelRepository):
+    import numpy as np
+
+    model = worker.models["mnist"][1]
+    return model.run({"features": np.full((1, 784), 0.5, dtype=np.float32)})[model.outputs[0]["name"]]
+
+
+def test_a_version_whose_files_are_replaced_in_place_is_reloaded_by_every_worker(cluster, own_repo):
+    """Copying a new model.onnx over a served version's (as Triton's poll mode allows) was ignored: the old
+    model kept being served, and a worker started after that (a crash) loaded the new file, so the
+    same version answered two ways depending on the worker."""
+    import numpy as np
+
+    first, second = cluster
+    before = first_output(first)
+    served = own_repo / "mnist" / "1" / "model.onnx"
+    shifted_copy(served, served.with_name("new.onnx.tmp"))
+    served.with_name("new.onnx.tmp").replace(served)
+    wait_for(lambda: not np.allclose(first_output(first), before), seconds=10)
+    wait_for(lambda: not np.allclose(first_output(second), before), seconds=1)
+    assert np.allclose(first_output(first), first_output(second))
