@@ -214,3 +214,20 @@ def test_preflight_says_which_keras_runs_model_fit(tmp_path):
     assert any("keras-team/keras#20585" in warning for warning in keras3.warnings)
     direct = preflight.check(write(tmp_path, "import keras\n" + FIT_SCRIPT), "2")
     assert any("imports keras (Keras 3) directly" in warning for warning in direct.warnings)
+
+
+def test_workers_do_not_outlive_a_spawn_that_is_killed(tmp_path):
+    """SIGKILL (the OOM killer, a killed notebook kernel) gives spawn no chance to stop its workers: they
+    used to train on as orphans. They now die with it."""
+    process = spawn_process(tmp_path, "none", str(tmp_path / "child.pid"), "stay")
+    run_dir = run_folder(tmp_path)
+    pids = worker_pids(run_dir)
+    wait_for(lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)))
+    process.kill()
+    process.communicate(timeout=30)
+    try:
+        wait_for(lambda: not any(alive(pid) for pid in pids), 10)
+    finally:
+        for pid in pids:  # on the old code: not left behind by the test
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
