@@ -11,8 +11,9 @@ runs the app, so a slow or stalled client holds a connection, never a thread. Wh
   clients that finish their requests in time always get in;
 - the gate (serve.gate) runs on the headers alone: an unauthenticated, foreign or oversized request is
   answered and closed before a byte of its body is read (`Expect: 100-continue` is answered only then);
-- bodies are never spooled to disk; those held at once in this worker stay within `max_buffered` bytes
-  (503 beyond); headers within `max_header_bytes`.
+- bodies are never spooled to disk; the bytes held at once in this worker stay within `max_buffered`
+  (503 beyond: at once for a declared length that cannot fit, else as bytes arrive); headers within
+  `max_header_bytes`.
 """
 
 from __future__ import annotations
@@ -286,13 +287,25 @@ class Connection(asyncio.Protocol):
             raise Stop
         incoming.limit = min(verdict, self.limits.max_body) if verdict else self.limits.max_body
         length = incoming.headers.get("content-length", "")
-        if length.isdigit() and not self.hold(incoming, int(length)):
+        if length.isdigit() and not self.fits(incoming, int(length)):
             raise Stop
         if incoming.headers.get("expect", "").lower() == "100-continue":
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
+    def fits(self, incoming: Incoming, size: int) -> bool:
+        """A declared body within the request's limit (413) and what is left of the worker's budget now
+        (503). Nothing is reserved before the bytes arrive: a declared length costs the client nothing,
+        so idle connections that declare large bodies must not hold the budget."""
+        if size > incoming.limit:
+            self.refuse(Refusal(413, f"request body exceeds the limit of {incoming.limit} bytes"))
+            return False
+        if self.server.buffered + size > self.limits.max_buffered:
+            self.refuse(Refusal(503, "the server holds too many request bodies: retry shortly"))
+            return False
+        return True
+
     def hold(self, incoming: Incoming, size: int) -> bool:
-        """Reserve `size` more bytes of the worker's body budget for this request."""
+        """Reserve the worker's body budget for the `size` bytes of this request's body received."""
         more = size - incoming.reserved
         if more <= 0:
             return True
@@ -310,7 +323,7 @@ class Connection(asyncio.Protocol):
         assert incoming is not None
         incoming.size += len(body)
         if incoming.size > incoming.reserved and not self.hold(incoming, incoming.size):
-            raise Stop  # chunked: reserved as it comes
+            raise Stop  # reserved as it comes
         incoming.body.append(body)
 
     def on_message_complete(self) -> None:

@@ -263,8 +263,9 @@ def test_an_upload_beyond_the_model_limit_is_refused_from_its_headers(keyed_serv
 
 def test_bodies_held_at_once_stay_within_the_budget(keyed_server):
     server, spool = keyed_server
-    first = headers_only(server.port, 5_000_000, key="s3cret")
-    first.sendall(b"{" + b" " * 1_000_000)  # then stalls
+    first = headers_only(server.port, 6_000_000, key="s3cret")
+    first.sendall(b"{" + b" " * 5_000_000)  # then stalls
+    time.sleep(0.5)  # until the server has taken those bytes in
     try:
         second = headers_only(server.port, 5_000_000, key="s3cret")  # 10 MB > the 8 MiB budget
         assert answer_of(second).startswith(b"HTTP/1.1 503")
@@ -309,4 +310,24 @@ def test_requests_that_need_no_key_cannot_hold_the_body_budget(keyed_server):
         assert normal.status_code == 200
     finally:
         for connection in connections:
+            connection.close()
+
+
+def test_connections_that_declare_bodies_and_send_nothing_hold_no_budget(keyed_server):
+    """A declared Content-Length costs a client nothing. Reserved from the headers, two idle connections
+    declaring 4 MiB each held the whole 8 MiB budget until the request timeout, and every other upload
+    got 503 (without an API key on the server: 14 such connections per worker at the defaults)."""
+    server, _ = keyed_server
+    idle = [headers_only(server.port, 4_194_000, key="s3cret") for _ in range(2)]  # the 8 MiB less 608 bytes
+    try:
+        time.sleep(0.5)
+        normal = requests.post(
+            f"{server.url}/v2/models/mnist/infer",
+            json=ROW,
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=5,
+        )
+        assert normal.status_code == 200
+    finally:
+        for connection in idle:
             connection.close()
