@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
+from pathlib import Path
 
 import grpc
 import keras
@@ -219,6 +221,55 @@ def test_reflection_describes_the_service(live):
             "inference.GRPCInferenceService"
         )
         assert {"ModelInfer", "ModelConfig", "RepositoryIndex"} <= set(described.methods_by_name)
+
+
+@pytest.mark.slow
+def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process):
+    """gRPC calls waiting for a pool thread had their whole messages read: 80 calls of 18 MB at once
+    (refused at the row limit) took a worker from 90 MB to 1.4 GB, without an API key; grpc allows
+    --max-connections of them. The flow-control window now stays small until a thread reads the call."""
+    import threading
+
+    from tests.serve.conftest import free_port
+
+    port = free_port()
+    server = serve_process("--workers", "1", "--grpc-port", str(port))
+    server.wait_for_workers(1)
+    (worker,) = server.worker_pids()
+    before = resident_mib(worker)
+    rows = 6_000  # 18.8 MB of FP32, over the 1,024-row limit: each call is refused once read
+    request = service_pb2.ModelInferRequest(
+        model_name="mnist", raw_input_contents=[np.zeros((rows, 784), np.float32).tobytes()]
+    )
+    request.inputs.add(name="features", datatype="FP32", shape=[rows, 784])
+    data = request.SerializeToString()
+    codes: list[grpc.StatusCode] = []
+    with grpc.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 1 << 26)]
+    ) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+
+        def send() -> None:
+            try:
+                call(data, timeout=120)
+            except grpc.RpcError as error:
+                codes.append(error.code())
+
+        senders = [threading.Thread(target=send) for _ in range(60)]
+        for sender in senders:
+            sender.start()
+        peak = before
+        while any(sender.is_alive() for sender in senders):
+            peak = max(peak, resident_mib(worker))
+            time.sleep(0.05)
+    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 60
+    print(f"worker resident memory: {before:.0f} MiB, at most {peak:.0f} MiB during the calls")
+    assert peak - before < 500  # 60 × 18.8 MB read at once would be 1,130 MB
+
+
+def resident_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
 
 
 @pytest.mark.slow
