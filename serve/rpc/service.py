@@ -68,6 +68,14 @@ def input_document(tensor: Any, raw: bytes | None) -> dict[str, Any]:
     return item
 
 
+def output_document(output: Any) -> dict[str, Any]:
+    """A requested output in the V2 JSON form, with the parameters the REST route reads or refuses."""
+    document: dict[str, Any] = {"name": output.name}
+    if "classification" in output.parameters:
+        document["parameters"] = {"classification": parameter_value(output.parameters["classification"])}
+    return document
+
+
 def infer_document(request: Any) -> tuple[dict[str, Any], bytes]:
     """A ModelInferRequest as the V2 JSON document and binary part the REST route decodes. Every output
     is asked for as binary: gRPC answers in raw_output_contents, as Triton does."""
@@ -77,7 +85,7 @@ def infer_document(request: Any) -> tuple[dict[str, Any], bytes]:
     inputs = [input_document(t, raw[i] if raw else None) for i, t in enumerate(request.inputs)]
     document: dict[str, Any] = {
         "inputs": inputs,
-        "outputs": [{"name": output.name} for output in request.outputs],
+        "outputs": [output_document(output) for output in request.outputs],
         "parameters": {"binary_data_output": True},
     }
     if request.id:

@@ -172,6 +172,26 @@ def test_values_given_twice_or_in_another_types_field_are_refused(live):
     ]
 
 
+def test_a_class_count_is_refused_over_both_transports(live):
+    """tritonclient's InferRequestedOutput(..., class_count=k) asks for Triton's classification extension
+    (top-k "score:index:label" strings). It was ignored: the client got the probabilities instead, over
+    HTTP, and over gRPC the output's parameters were dropped on the way."""
+    rows = np.zeros((1, 784), dtype=np.float32)
+    messages = []
+    for module, client in (
+        (triton_http, triton_http.InferenceServerClient(live.url.removeprefix("http://"))),
+        (triton_grpc, grpc_client(live)),
+    ):
+        given = module.InferInput("features", [1, 784], "FP32")
+        given.set_data_from_numpy(rows)
+        asked = module.InferRequestedOutput("probabilities", class_count=3)
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("mnist", [given], outputs=[asked])
+        messages.append(refused.value.message())
+        client.close()
+    assert all("classification extension (class_count) is not served" in message for message in messages)
+
+
 def test_row_and_size_limits_are_the_rest_limits(serve_app):
     server = serve_app(MAX_REQUEST_ROWS=8)
     client = grpc_client(server)
