@@ -88,7 +88,13 @@ class Scanner:
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        return {model_dir.name: self.version_numbers(model_dir) for model_dir in models}
+        found = {}
+        for model_dir in models:
+            try:
+                found[model_dir.name] = self.version_numbers(model_dir)
+            except OSError as error:  # removed or moved away while this scan ran: gone for this scan
+                LOG.info("skipping %s this time: %s", model_dir, error.strerror or error)
+        return found
 
     def plan(self, leave_out: set[str]) -> Plan:
         return {

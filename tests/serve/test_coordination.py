@@ -222,3 +222,25 @@ def test_a_version_whose_files_are_replaced_in_place_is_reloaded_by_every_worker
     wait_for(lambda: not np.allclose(first_output(first), before), seconds=10)
     wait_for(lambda: not np.allclose(first_output(second), before), seconds=1)
     assert np.allclose(first_output(first), first_output(second))
+
+
+def test_a_model_directory_removed_during_a_scan_does_not_stop_the_master__fake_race(
+    own_repo, tmp_path, monkeypatch
+):
+    """`rm -rf model_repository/old` while the master scans: the directory is listed, then gone when its
+    versions are read. FileNotFoundError went up to the master, which stopped the whole server (seen
+    with a directory moved in and out 142,000 times). The race is forced here by a fake listing."""
+    from pathlib import Path
+
+    shutil.copytree(own_repo / "mnist", own_repo / "going")
+    listing = Path.iterdir
+
+    def vanishing(path):
+        if path.name == "going":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(Path, "iterdir", vanishing)
+    coordinator = Coordinator(own_repo, tmp_path / "state", poll_seconds=0)
+    coordinator.plan()
+    assert sorted(coordinator.planned or {}) == ["mixed", "mnist"]
