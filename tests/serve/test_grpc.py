@@ -287,6 +287,31 @@ def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process)
     assert peak - before < 500  # 60 × 18.8 MB read at once would be 1,130 MB
 
 
+@pytest.mark.slow
+def test_idle_grpc_connections_cannot_take_the_workers_file_descriptors(serve_process):
+    """grpc accepted every connection: 20,000 idle ones (no key needed, nothing sent) used up a worker's
+    file descriptors, and its HTTP server stopped answering too. They are capped at --max-connections,
+    like HTTP's, and closed after --client-timeout when they never start."""
+    from tests.serve.conftest import free_port
+
+    port = free_port()
+    server = serve_process("--workers", "1", "--grpc-port", str(port), "--max-connections", "100")
+    server.wait_for_workers(1)
+    (worker,) = server.worker_pids()
+    idle = []
+    try:
+        for _ in range(400):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+            idle.append(connection)
+        time.sleep(1.0)  # the worker accepts them
+        descriptors = len(list(Path(f"/proc/{worker}/fd").iterdir()))
+        assert requests.get(f"{server.url}/v2/health/ready", timeout=5).ok
+    finally:
+        for connection in idle:
+            connection.close()
+    assert descriptors < 100 + 150, descriptors  # the cap, plus the worker's own files and sockets
+
+
 def resident_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
