@@ -122,6 +122,27 @@ def test_more_workers_than_the_bound_are_refused_with_the_memory_they_need(runs,
     assert not runs.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--cpu", "lots"], "argument --cpu: 'lots' is not a Kubernetes quantity"),
+        (["--memory", "4GB"], "argument --memory: '4GB' is not a Kubernetes quantity"),
+        (["-p", "99999"], "argument -p/--port: 99999: must be at most 65535"),
+        (["--max-restarts", "-3"], "argument --max-restarts: -3: must be at least 0"),
+        (["--gpus", "-1"], "argument --gpus: -1: must be at least 0"),
+    ],
+)
+def test_values_a_cluster_would_refuse_are_refused_before_anything_is_made(runs, capsys, option, said):
+    """These went into the manifests as they were (--dry-run printed them): the API server refuses them
+    only once the run's ConfigMap and Secret exist; --max-restarts -3 was taken as no restart."""
+    script = str(REPO / "train" / "mnist.py")
+    with pytest.raises(SystemExit) as refused:
+        spawn.main(["--backend", "kubernetes", "--dry-run", "-w", "2", *option, script])
+    assert refused.value.code == 2
+    assert said in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not runs.exists()
+
+
 @pytest.mark.parametrize("name", ["/tmp", "../..", "..", "runs/../x", "a/b"])
 def test_delete_accepts_run_ids_only(runs, tmp_path, capsys, name):
     victim = tmp_path / "victim"
