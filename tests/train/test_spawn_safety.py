@@ -252,3 +252,22 @@ def test_workers_do_not_outlive_a_spawn_that_is_killed(tmp_path):
         for pid in pids:  # on the old code: not left behind by the test
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
+    """The Keras guide's script saves to a path of its own and never prints it: spawn ended with 'the chief
+    wrote no model to collect' and no word on how to make it collect one."""
+    script = tmp_path / "no_model.py"
+    script.write_text("def make_strategy():\n    return None\n\n\nmake_strategy()\nprint('trained')\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "train.spawn", "-w", "1", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    assert "no model to collect (save it with model.save(output_path('model.keras'))" in last
