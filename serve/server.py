@@ -353,6 +353,8 @@ class Connection(asyncio.Protocol):
             assert self.transport is not None
             self.transport.resume_reading()
             self.reading_paused = False
+            if self.current is not None:  # its deadline did not run while this server was not reading
+                self.current.started = time.monotonic()
         if incoming.refusal is not None:  # refused after the requests before it were received
             self.send_error(incoming.refusal.status, incoming.refusal.message, incoming.refusal.headers)
             self.close()
