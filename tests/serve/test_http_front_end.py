@@ -110,5 +110,5 @@ def test_a_refusal_after_pipelined_requests_comes_after_their_answers(front_end)
 def test_request_targets_the_app_cannot_route_are_answered_not_dropped(front_end, request_line, status):
     """These raised inside the parser's callback: a traceback in the log and no answer at all."""
     headers = b"\r\nHost: 127.0.0.1\r\n" + KEY + b"Content-Length: 0\r\n\r\n"
-    answer = exchange(front_end, request_line + headers)
+    answer = exchange(front_end, request_line + headers, half_close=True)
     assert statuses(answer) == [status]
