@@ -146,6 +146,9 @@ def grpc_settings(args: argparse.Namespace) -> dict | None:
         "threads": max(2, args.threads),
         "max_message_bytes": int(args.max_body_mb * 1024 * 1024),
         "max_concurrent_calls": args.max_connections,
+        "max_connections": args.max_connections,
+        "idle_seconds": args.client_timeout,
+        "reuse_port": True,  # every worker binds the port; the master checked that nobody else holds it
     }
 
 

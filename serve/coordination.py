@@ -88,7 +88,13 @@ class Scanner:
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
-        return {model_dir.name: self.version_numbers(model_dir) for model_dir in models}
+        found = {}
+        for model_dir in models:
+            try:
+                found[model_dir.name] = self.version_numbers(model_dir)
+            except OSError as error:  # removed or moved away while this scan ran: gone for this scan
+                LOG.info("skipping %s this time: %s", model_dir, error.strerror or error)
+        return found
 
     def plan(self, leave_out: set[str]) -> Plan:
         return {
@@ -135,14 +141,16 @@ class Coordinator:
         """Called by the master a few times a second with the indexes of the live workers."""
         asked = self.take_requests()
         if asked or time.monotonic() - self.last_scan >= self.poll_seconds:
-            self.plan()
+            self.plan(new_generation=asked)
         if self.generation > self.committed:
             self.try_commit(workers)
 
-    def plan(self) -> None:
+    def plan(self, new_generation: bool = False) -> None:
+        """Write a new plan when the repository changed, or when requests wait for one (their answer
+        comes with its commit, even if they change nothing, such as a second unload)."""
         self.last_scan = time.monotonic()
         wanted = self.scanner.plan(self.unloaded)
-        if wanted != self.planned or self.retry:
+        if wanted != self.planned or self.retry or new_generation:
             self.generation += 1
             self.planned = wanted
             write_json(self.state / "plan.json", plan_document(self.generation, wanted, self.retry))
@@ -204,7 +212,8 @@ class Coordinator:
                 continue
             name = str(request.get("model"))
             answer: dict[str, Any] = {"ok": True, "generation": self.committed}
-            if request.get("action") != "unload" and name not in commit["models"]:
+            superseded = name in commit["unloaded"]  # by an unload taken after this load
+            if request.get("action") != "unload" and name not in commit["models"] and not superseded:
                 reasons = [
                     f"{key}: {why}" for key, why in commit["failed"].items() if key.startswith(f"{name}/")
                 ]

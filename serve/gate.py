@@ -31,6 +31,7 @@ from serve.errors import ScoringError, capped
 OPEN_PATHS = ("/v2/health/", "/openapi.json", "/static/")  # served without an API key
 KEY_REFUSED = "missing or invalid API key: send Authorization: Bearer <key>"
 DEFAULT_BODY_LIMIT = 1 << 20  # bytes a request to any other route may send
+OPEN_BODY_LIMIT = 64 << 10  # bytes a request to an open path (or a preflight) may send
 INFER_ROUTES = (
     re.compile(r"/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?/infer"),
     re.compile(r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?:predict"),
@@ -133,14 +134,17 @@ class Gate:
             return Refusal(
                 403, f"Origin {capped(origin, 80)!r} may not use this server: add it with --allowed-origins"
             )
-        if method == "OPTIONS":  # a CORS preflight carries no credentials
-            return 0
-        if not self.authorised(path, headers):
+        if method == "OPTIONS" or path == "/" or path.startswith(OPEN_PATHS):
+            # served without a key (a CORS preflight carries no credentials), and never with a body: a
+            # large declared body would hold the worker's body budget (503 for everyone) before any key
+            limit, what = OPEN_BODY_LIMIT, "a request that needs no API key"
+        elif not self.authorised(path, headers):
             return Refusal(401, KEY_REFUSED, {"WWW-Authenticate": "Bearer"})
-        try:
-            limit, what = self.body_limit(method, path, query)
-        except ScoringError as error:
-            return Refusal(error.status, error.message)
+        else:
+            try:
+                limit, what = self.body_limit(method, path, query)
+            except ScoringError as error:
+                return Refusal(error.status, error.message)
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             return Refusal(413, f"request body exceeds the limit of {limit} bytes for {what}")
@@ -192,7 +196,10 @@ class Gate:
             if match:
                 return self.limit_for_model(match["name"], match["version"])
         if path == "/score":
-            arguments = parse_qs(query, max_num_fields=8)
+            try:
+                arguments = parse_qs(query, max_num_fields=8)
+            except ValueError:  # more fields than that
+                raise ScoringError("/score takes the query parameters model and version", 400) from None
             name = arguments.get("model", [None])[0]
             return self.limit_for_model(name or "", arguments.get("version", [None])[0])
         return DEFAULT_BODY_LIMIT, path

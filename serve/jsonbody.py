@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import simdjson
 
-from serve.errors import ScoringError, bad_request
+from serve.errors import ScoringError, bad_request, capped
 
 STRUCTURE = b",[{"  # each value of a document but the first follows one of these bytes
 LARGE_BODY = 1 << 20  # bytes: bodies from this size on wait for a parse slot
@@ -66,18 +66,23 @@ def _reject_constant(name: str) -> float:
     raise bad_request(f"{name} is not a number: NaN and Infinity are rejected")
 
 
-def explain(raw: bytes) -> ScoringError:
-    """A one-line 400 for a body a parser refused: the standard parser says precisely where and why
-    (NaN and Infinity are named as such)."""
+def explain(raw: bytes, refused: Exception) -> ScoringError:
+    """A one-line 400 for a body a parser refused (`refused`, its error): the standard parser says
+    precisely where and why (NaN and Infinity are named as such)."""
     try:
-        json.loads(raw, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        return bad_request(f"the body is not valid JSON: {error.msg if hasattr(error, 'msg') else error}")
+        json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)  # bytes would be read as UTF-16 too
+    except UnicodeDecodeError as error:
+        return bad_request(f"the body is not UTF-8 JSON: {error.reason} at byte {error.start}")
+    except json.JSONDecodeError as error:
+        return bad_request(f"the body is not valid JSON: {error.msg}")
     except RecursionError:
         return bad_request("the body is nested too deeply to be a tensor")
     except ScoringError as error:
         return error
-    return bad_request("the body holds a number out of range (beyond 64-bit integers or doubles)")
+    reason = str(refused)
+    if "NUMBER" in reason or "BIGINT" in reason or "number" in reason:
+        return bad_request("the body holds a number out of range (beyond 64-bit integers or doubles)")
+    return bad_request(f"the body is not valid JSON: {capped(reason.split(': ')[-1], 100)}")
 
 
 def loads(raw: bytes) -> Any:
@@ -85,8 +90,8 @@ def loads(raw: bytes) -> Any:
     with parse_slot(len(raw)):
         try:
             return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise explain(raw) from None
+        except orjson.JSONDecodeError as error:
+            raise explain(raw, error) from None
 
 
 def document(raw: bytes) -> Any:
@@ -95,8 +100,8 @@ def document(raw: bytes) -> Any:
     with parse_slot(len(raw)):
         try:
             return simdjson.Parser().parse(raw)
-        except (ValueError, RuntimeError):  # RuntimeError: integers beyond 64 bits
-            raise explain(raw) from None
+        except (ValueError, RuntimeError) as error:  # RuntimeError: integers beyond 64 bits
+            raise explain(raw, error) from None
 
 
 def holds_booleans(raw: bytes) -> bool:

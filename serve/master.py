@@ -119,6 +119,7 @@ class Master:
         self.workers: dict[int, Worker] = {}
         self.stopping = False
         self.quick_deaths = 0
+        self.tick_error = ""
 
     def environment(self, index: int) -> dict[str, str]:
         metrics = self.run_dir / "metrics"
@@ -159,10 +160,22 @@ class Master:
                     status = 1
                     break
                 live = [index for index, worker in self.workers.items() if worker.process.poll() is None]
-                self.coordinator.tick(live)
+                self.tick(live)
         finally:
             self.stop_all()
         return status
+
+    def tick(self, live: list[int]) -> None:
+        """A round of the coordinator; an error (a full disk, a file that vanished) is said once and
+        the workers keep serving what they serve."""
+        try:
+            self.coordinator.tick(live)
+        except OSError as error:
+            if str(error) != self.tick_error:
+                print(f"error: the model repository could not be followed: {error}", file=sys.stderr)
+            self.tick_error = str(error)
+        else:
+            self.tick_error = ""
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stopping = True

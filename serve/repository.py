@@ -21,7 +21,7 @@ import numpy as np
 import onnxruntime
 
 from serve.batching import Batcher
-from serve.coordination import Scanner, read_json, read_plan, stamp_of, version_number, write_json
+from serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from serve.errors import ScoringError, capped, not_found
 from serve.validation import InvalidVersion, bounded, check_version
 
@@ -138,6 +138,8 @@ class ModelRepository:
         self.ready = False
         self.scanner = Scanner(self.root)
         self.loaded: dict[tuple[str, int], LoadedModel] = {}  # served, or loaded for the next switch
+        self.stamps: dict[tuple[str, int], str] = {}  # the plan's stamp of each loaded version's files
+        self.retired: list[LoadedModel] = []  # replaced by a reload of their files: closed at the switch
         self.failures: dict[tuple[str, int], str] = {}
         self.unloaded: set[str] = set()
         self.commit: dict = {}  # the last commit applied (following the master)
@@ -172,14 +174,25 @@ class ModelRepository:
         LOG.info("loaded %s version %d", name, number)
         return model
 
-    def stage(self, wanted: dict[str, set[int]]) -> None:
-        """Load every wanted version not loaded yet (not served before switch)."""
-        for name, numbers in wanted.items():
-            for number in sorted(numbers):
-                if (name, number) not in self.loaded:
-                    model = self.try_load(name, number)
-                    if model is not None:
-                        self.loaded[(name, number)] = model
+    def stage(self, wanted: Plan | dict[str, set[int]]) -> None:
+        """Load every wanted version not loaded yet, and again those whose files changed since they were
+        loaded (the plan's stamp differs: files replaced in place); not served before the switch."""
+        for name, versions in wanted.items():
+            stamps = versions if isinstance(versions, dict) else dict.fromkeys(versions, None)
+            for number, stamp in sorted(stamps.items()):
+                key = (name, number)
+                current = self.loaded.get(key)
+                if current is not None and (stamp is None or self.stamps.get(key, stamp) == stamp):
+                    continue
+                model = self.try_load(name, number)
+                if model is None:
+                    continue
+                if current is not None:
+                    LOG.info("reloaded %s version %d: its files changed", name, number)
+                    self.retired.append(current)
+                self.loaded[key] = model
+                if stamp is not None:
+                    self.stamps[key] = stamp
 
     def switch(self, served: dict[str, set[int]], keep: Collection[tuple[str, int]] = ()) -> None:
         """Serve exactly `served` (of what is loaded), at once; unload what is neither served nor kept."""
@@ -191,17 +204,20 @@ class ModelRepository:
         self.models = models
         for key in list(self.loaded):
             if key[1] not in served.get(key[0], set()) and key not in keep:
-                model = self.loaded.pop(key)
-                if model.batcher:
-                    model.batcher.close()
+                self.retired.append(self.loaded.pop(key))
+                self.stamps.pop(key, None)
+        for model in self.retired:
+            if model.batcher:
+                model.batcher.close()
+        self.retired = []
         self.ready = True
 
     def scan(self) -> None:
         """By itself: load what appeared, drop what disappeared; swap the whole dict at once."""
         with self._lock:
-            wanted = {n: v for n, v in self.scanner.present().items() if n not in self.unloaded}
+            wanted = self.scanner.plan(self.unloaded)
             self.stage(wanted)
-            self.switch(wanted)
+            self.switch({name: set(versions) for name, versions in wanted.items()})
 
     def follow(self) -> None:
         """Following the master: load the latest plan and say so; switch to the latest commit."""
@@ -216,12 +232,12 @@ class ModelRepository:
             self.switch(served, keep)
             self.commit = commit
         if plan and plan["generation"] != self.acked:
-            wanted = {name: set(versions) for name, versions in read_plan(plan).items()}
+            wanted = read_plan(plan)
             for name in plan.get("retry", []):  # loaded by request: try broken versions again
-                for number in wanted.get(name, set()):
+                for number in wanted.get(name, {}):
                     self.scanner.said.pop(self.root / name / str(number), None)
             self.stage(wanted)
-            failed = {f"{n}/{v}": why for (n, v), why in self.failures.items() if v in wanted.get(n, set())}
+            failed = {f"{n}/{v}": why for (n, v), why in self.failures.items() if v in wanted.get(n, {})}
             write_json(
                 self.state / f"ack-{self.worker}.json", {"generation": plan["generation"], "failed": failed}
             )

@@ -11,8 +11,9 @@ runs the app, so a slow or stalled client holds a connection, never a thread. Wh
   clients that finish their requests in time always get in;
 - the gate (serve.gate) runs on the headers alone: an unauthenticated, foreign or oversized request is
   answered and closed before a byte of its body is read (`Expect: 100-continue` is answered only then);
-- bodies are never spooled to disk; those held at once in this worker stay within `max_buffered` bytes
-  (503 beyond); headers within `max_header_bytes`.
+- bodies are never spooled to disk; the bytes held at once in this worker stay within `max_buffered`
+  (503 beyond: at once for a declared length that cannot fit, else as bytes arrive); headers within
+  `max_header_bytes`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-MAX_PIPELINED = 16  # complete requests queued on one connection while an earlier one runs
+MAX_PIPELINED = 16  # complete requests queued on one connection before it stops reading more
+MAX_QUEUED = 256  # complete requests queued on one connection from what was read (503 beyond)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Incoming:
     body: list[bytes] = field(default_factory=list)
     size: int = 0
     keep_alive: bool = True
+    refusal: Refusal | None = None  # answered with this, in its turn, instead of running the app
 
 
 class Stop(Exception):
@@ -181,6 +184,8 @@ class Connection(asyncio.Protocol):
         self.since = time.monotonic()  # when it last became idle, or began receiving a request
         self.closed = False
         self.write_paused = False
+        self.reading_paused = False  # MAX_PIPELINED requests wait: the client's further data waits too
+        self.read_all = False  # the client half-closed, or nothing more can be parsed: close once answered
 
     # asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -198,17 +203,38 @@ class Connection(asyncio.Protocol):
         self.drop_requests()
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.read_all:
             return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self.refuse(Refusal(400, "protocol upgrades are not supported"))
+            # the request asking for the upgrade is answered as plain HTTP (a server may ignore Upgrade);
+            # what follows it is not HTTP
+            self.stop_reading()
+            if not self.busy and not self.waiting:  # answered already (--threads 0)
+                self.close()
         except httptools.HttpParserCallbackError as error:
             if not isinstance(error.__context__, Stop):
-                raise
+                LOG.error("request handling failed", exc_info=error.__context__)
+                self.refuse(Refusal(500, "internal error"))
         except httptools.HttpParserError as error:
             self.refuse(Refusal(400, f"malformed HTTP request: {str(error)[:100]}"))
+
+    def eof_received(self) -> bool:
+        """The client sent all it will (a half-close: `shutdown(SHUT_WR)`, `nc -N`): the requests it
+        sent whole are still answered, then the connection closes. True keeps it open for that."""
+        self.stop_reading()
+        self.drop_current()
+        if not self.busy and not self.waiting:
+            self.close()
+            return False
+        return True
+
+    def stop_reading(self) -> None:
+        self.read_all = True
+        if self.transport is not None and not self.transport.is_closing() and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -248,7 +274,11 @@ class Connection(asyncio.Protocol):
         assert incoming is not None
         incoming.method = self.parser.get_method().decode("latin-1")
         incoming.keep_alive = self.parser.should_keep_alive()
-        url = httptools.parse_url(incoming.url)
+        try:
+            url = httptools.parse_url(incoming.url)
+        except httptools.HttpParserInvalidURLError:
+            self.refuse(Refusal(400, "the request target is not a path (CONNECT is not supported)"))
+            raise Stop from None
         path = unquote_to_bytes(url.path).decode("latin-1")
         query = (url.query or b"").decode("latin-1")
         verdict = self.server.admit(incoming.method, path, query, incoming.headers)
@@ -257,13 +287,25 @@ class Connection(asyncio.Protocol):
             raise Stop
         incoming.limit = min(verdict, self.limits.max_body) if verdict else self.limits.max_body
         length = incoming.headers.get("content-length", "")
-        if length.isdigit() and not self.hold(incoming, int(length)):
+        if length.isdigit() and not self.fits(incoming, int(length)):
             raise Stop
         if incoming.headers.get("expect", "").lower() == "100-continue":
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
+    def fits(self, incoming: Incoming, size: int) -> bool:
+        """A declared body within the request's limit (413) and what is left of the worker's budget now
+        (503). Nothing is reserved before the bytes arrive: a declared length costs the client nothing,
+        so idle connections that declare large bodies must not hold the budget."""
+        if size > incoming.limit:
+            self.refuse(Refusal(413, f"request body exceeds the limit of {incoming.limit} bytes"))
+            return False
+        if self.server.buffered + size > self.limits.max_buffered:
+            self.refuse(Refusal(503, "the server holds too many request bodies: retry shortly"))
+            return False
+        return True
+
     def hold(self, incoming: Incoming, size: int) -> bool:
-        """Reserve `size` more bytes of the worker's body budget for this request."""
+        """Reserve the worker's body budget for the `size` bytes of this request's body received."""
         more = size - incoming.reserved
         if more <= 0:
             return True
@@ -281,24 +323,42 @@ class Connection(asyncio.Protocol):
         assert incoming is not None
         incoming.size += len(body)
         if incoming.size > incoming.reserved and not self.hold(incoming, incoming.size):
-            raise Stop  # chunked: reserved as it comes
+            raise Stop  # reserved as it comes
         incoming.body.append(body)
 
     def on_message_complete(self) -> None:
         incoming, self.current = self.current, None
         assert incoming is not None
-        if len(self.waiting) >= MAX_PIPELINED:
+        if len(self.waiting) >= MAX_QUEUED:
+            self.release(incoming)
             self.refuse(Refusal(503, "too many pipelined requests"))
             raise Stop
         self.waiting.append(incoming)
+        if len(self.waiting) >= MAX_PIPELINED and not self.reading_paused and self.transport is not None:
+            self.transport.pause_reading()  # the client's further requests wait in its socket
+            self.reading_paused = True
         if not self.busy:
             self.run_next()
 
     # running requests
     def run_next(self) -> None:
-        if self.closed or not self.waiting:
+        if self.closed:
+            return
+        if not self.waiting:
+            if self.read_all:
+                self.close()
             return
         incoming = self.waiting.popleft()
+        if self.reading_paused and not self.read_all and len(self.waiting) < MAX_PIPELINED:
+            assert self.transport is not None
+            self.transport.resume_reading()
+            self.reading_paused = False
+            if self.current is not None:  # its deadline did not run while this server was not reading
+                self.current.started = time.monotonic()
+        if incoming.refusal is not None:  # refused after the requests before it were received
+            self.send_error(incoming.refusal.status, incoming.refusal.message, incoming.refusal.headers)
+            self.close()
+            return
         self.busy = True
         if self.server.executor is None:  # threads=0: the app runs on the event loop itself
             done: Future = Future()
@@ -363,8 +423,7 @@ class Connection(asyncio.Protocol):
         return answer[0].encode("latin-1"), answer[1], body
 
     def finish(self, incoming: Incoming, done: Future) -> None:
-        self.server.release(incoming.reserved)
-        incoming.reserved = 0
+        self.release(incoming)
         self.busy = False
         if self.closed:
             return
@@ -372,11 +431,13 @@ class Connection(asyncio.Protocol):
             status, headers, body = done.result()
         except Exception:
             LOG.exception("the app failed")
-            self.refuse(Refusal(500, "internal error"))
+            self.send_error(500, "internal error")
+            self.close()
             return
         if incoming.method == "HEAD":
             body = b""
-        keep_alive = incoming.keep_alive and not self.write_paused
+        last = self.read_all and not self.waiting  # the client sends nothing more
+        keep_alive = incoming.keep_alive and not self.write_paused and not last
         lines = [b"HTTP/1.1 " + status]
         lines += [f"{name}: {value}".encode("latin-1") for name, value in headers]
         if not any(name.lower() == "content-length" for name, _ in headers):
@@ -403,11 +464,16 @@ class Connection(asyncio.Protocol):
         self.write("\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + body)
 
     def refuse(self, refusal: Refusal) -> None:
-        """Answer with the refusal and close: the rest of the request is never read."""
+        """Answer with the refusal and close: the rest of the request is never read. Requests received
+        whole before it (pipelined) are answered first, in order."""
         if self.closed:
             return
-        if not self.busy:
-            self.send_error(refusal.status, refusal.message, refusal.headers)
+        self.drop_current()
+        if self.busy or self.waiting:
+            self.stop_reading()
+            self.waiting.append(Incoming(started=time.monotonic(), refusal=refusal))
+            return
+        self.send_error(refusal.status, refusal.message, refusal.headers)
         self.close()
 
     def close(self) -> None:
@@ -416,12 +482,22 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.drop_requests()
 
+    def release(self, incoming: Incoming) -> None:
+        """Give back the body budget the request holds."""
+        if incoming.reserved:
+            self.server.release(incoming.reserved)
+            incoming.reserved = 0
+
+    def drop_current(self) -> None:
+        """Forget the request being received (never to be answered)."""
+        if self.current is not None:
+            self.release(self.current)
+            self.current = None
+
     def drop_requests(self) -> None:
-        for incoming in [self.current, *self.waiting]:
-            if incoming is not None and incoming.reserved:
-                self.server.release(incoming.reserved)
-                incoming.reserved = 0
-        self.current = None
+        self.drop_current()
+        for incoming in self.waiting:
+            self.release(incoming)
         self.waiting.clear()
 
     def check(self, now: float) -> None:

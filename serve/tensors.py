@@ -261,8 +261,13 @@ def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool]
         name = output.get("name") if isinstance(output, JsonObject) else None
         if name not in names:
             raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
-        binary = parameters(output, f"output {name!r}").get("binary_data", everything_binary)
-        result.append((str(name), bool(binary)))
+        options = parameters(output, f"output {name!r}")
+        if options.get("classification"):  # tritonclient's class_count: top-k labels as BYTES, not served
+            raise bad_request(
+                f"output {name!r}: the classification extension (class_count) is not served; ask for the "
+                "output itself and take its top k (the labels are in the model's metadata)"
+            )
+        result.append((str(name), bool(options.get("binary_data", everything_binary))))
     return result
 
 

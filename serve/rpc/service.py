@@ -47,15 +47,33 @@ def input_document(tensor: Any, raw: bytes | None) -> dict[str, Any]:
     """One input of a ModelInferRequest in the V2 JSON form: typed contents as `data`, raw bytes as
     binary data of the announced size (the binary tensor extension's form)."""
     item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+    given = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if raw is not None:
+        if given:
+            raise bad_request(
+                f"input {tensor.name!r}: its values are in both contents and raw_input_contents"
+            )
         item["parameters"] = {"binary_data_size": len(raw)}
         return item
     field = CONTENTS_FIELD.get(tensor.datatype)
+    if field is not None and any(name != field for name in given):
+        wrong = ", ".join(name for name in given if name != field)
+        raise bad_request(
+            f"input {tensor.name!r}: {tensor.datatype} values travel in contents.{field}, not {wrong}"
+        )
     if field is None and tensor.datatype in V2_DATATYPES:
         raise bad_request(f"input {tensor.name!r}: {tensor.datatype} values travel in raw_input_contents")
     dtype = V2_DATATYPES.get(tensor.datatype, np.dtype("<f4"))
     item["data"] = np.array(getattr(tensor.contents, field) if field else [], dtype=dtype)
     return item
+
+
+def output_document(output: Any) -> dict[str, Any]:
+    """A requested output in the V2 JSON form, with the parameters the REST route reads or refuses."""
+    document: dict[str, Any] = {"name": output.name}
+    if "classification" in output.parameters:
+        document["parameters"] = {"classification": parameter_value(output.parameters["classification"])}
+    return document
 
 
 def infer_document(request: Any) -> tuple[dict[str, Any], bytes]:
@@ -67,7 +85,7 @@ def infer_document(request: Any) -> tuple[dict[str, Any], bytes]:
     inputs = [input_document(t, raw[i] if raw else None) for i, t in enumerate(request.inputs)]
     document: dict[str, Any] = {
         "inputs": inputs,
-        "outputs": [{"name": output.name} for output in request.outputs],
+        "outputs": [output_document(output) for output in request.outputs],
         "parameters": {"binary_data_output": True},
     }
     if request.id:

@@ -104,6 +104,21 @@ class ServeProcess:
             assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
 
+    def log(self) -> str:
+        """What the server printed so far."""
+        self.output.seek(0)
+        return self.output.read().decode(errors="replace")
+
+    def wait_for_workers(self, count: int, seconds: float = 60) -> None:
+        """Until `count` workers said they loaded their models, plus a second for what follows."""
+        import time
+
+        deadline = time.monotonic() + seconds
+        while not all(f"[worker {i}] loaded" in self.log() for i in range(count)):
+            assert self.process.poll() is None and time.monotonic() < deadline, self.log()[-2000:]
+            time.sleep(0.2)
+        time.sleep(1)
+
     def worker_pids(self) -> list[int]:
         """The worker processes the server started (none when it serves in one process)."""
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
+from pathlib import Path
 
 import grpc
 import keras
@@ -143,6 +145,53 @@ def test_errors_carry_the_rest_message_with_the_matching_status(live):
     client.close()
 
 
+def test_values_given_twice_or_in_another_types_field_are_refused(live):
+    """Triton refuses an input with both typed contents and raw bytes; the server used the raw bytes and
+    ignored the contents. Values in another type's field (int_contents for FP32) were ignored too, and
+    the error said 'received 0'."""
+    ones = np.ones((1, 784), dtype=np.float32)
+    with grpc.insecure_channel(live.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        both = service_pb2.ModelInferRequest(model_name="mnist", raw_input_contents=[ones.tobytes()])
+        both.inputs.add(name="features", datatype="FP32", shape=[1, 784]).contents.fp32_contents.extend(
+            [0.0] * 784
+        )
+        other = service_pb2.ModelInferRequest(model_name="mnist")
+        other.inputs.add(name="features", datatype="FP32", shape=[1, 784]).contents.int_contents.extend(
+            [1] * 784
+        )
+        details = []
+        for request in (both, other):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelInfer(request)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            details.append(refused.value.details())
+    assert details == [
+        "input 'features': its values are in both contents and raw_input_contents",
+        "input 'features': FP32 values travel in contents.fp32_contents, not int_contents",
+    ]
+
+
+def test_a_class_count_is_refused_over_both_transports(live):
+    """tritonclient's InferRequestedOutput(..., class_count=k) asks for Triton's classification extension
+    (top-k "score:index:label" strings). It was ignored: the client got the probabilities instead, over
+    HTTP, and over gRPC the output's parameters were dropped on the way."""
+    rows = np.zeros((1, 784), dtype=np.float32)
+    messages = []
+    for module, client in (
+        (triton_http, triton_http.InferenceServerClient(live.url.removeprefix("http://"))),
+        (triton_grpc, grpc_client(live)),
+    ):
+        given = module.InferInput("features", [1, 784], "FP32")
+        given.set_data_from_numpy(rows)
+        asked = module.InferRequestedOutput("probabilities", class_count=3)
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("mnist", [given], outputs=[asked])
+        messages.append(refused.value.message())
+        client.close()
+    assert all("classification extension (class_count) is not served" in message for message in messages)
+
+
 def test_row_and_size_limits_are_the_rest_limits(serve_app):
     server = serve_app(MAX_REQUEST_ROWS=8)
     client = grpc_client(server)
@@ -195,15 +244,96 @@ def test_reflection_describes_the_service(live):
 
 
 @pytest.mark.slow
+def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process):
+    """gRPC calls waiting for a pool thread had their whole messages read: 80 calls of 18 MB at once
+    (refused at the row limit) took a worker from 90 MB to 1.4 GB, without an API key; grpc allows
+    --max-connections of them. The flow-control window now stays small until a thread reads the call."""
+    import threading
+
+    from tests.serve.conftest import free_port
+
+    port = free_port()
+    server = serve_process("--workers", "1", "--grpc-port", str(port))
+    server.wait_for_workers(1)
+    (worker,) = server.worker_pids()
+    before = resident_mib(worker)
+    rows = 6_000  # 18.8 MB of FP32, over the 1,024-row limit: each call is refused once read
+    request = service_pb2.ModelInferRequest(
+        model_name="mnist", raw_input_contents=[np.zeros((rows, 784), np.float32).tobytes()]
+    )
+    request.inputs.add(name="features", datatype="FP32", shape=[rows, 784])
+    data = request.SerializeToString()
+    codes: list[grpc.StatusCode] = []
+    with grpc.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 1 << 26)]
+    ) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+
+        def send() -> None:
+            try:
+                call(data, timeout=120)
+            except grpc.RpcError as error:
+                codes.append(error.code())
+
+        senders = [threading.Thread(target=send) for _ in range(60)]
+        for sender in senders:
+            sender.start()
+        peak = before
+        while any(sender.is_alive() for sender in senders):
+            peak = max(peak, resident_mib(worker))
+            time.sleep(0.05)
+    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 60
+    print(f"worker resident memory: {before:.0f} MiB, at most {peak:.0f} MiB during the calls")
+    assert peak - before < 500  # 60 × 18.8 MB read at once would be 1,130 MB
+
+
+@pytest.mark.slow
+def test_idle_grpc_connections_cannot_take_the_workers_file_descriptors(serve_process):
+    """grpc accepted every connection: 20,000 idle ones (no key needed, nothing sent) used up a worker's
+    file descriptors, and its HTTP server stopped answering too. They are capped at --max-connections,
+    like HTTP's, and closed after --client-timeout when they never start."""
+    from tests.serve.conftest import free_port
+
+    port = free_port()
+    server = serve_process("--workers", "1", "--grpc-port", str(port), "--max-connections", "100")
+    server.wait_for_workers(1)
+    (worker,) = server.worker_pids()
+    idle = []
+    try:
+        for _ in range(400):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+            idle.append(connection)
+        time.sleep(1.0)  # the worker accepts them
+        descriptors = len(list(Path(f"/proc/{worker}/fd").iterdir()))
+        assert requests.get(f"{server.url}/v2/health/ready", timeout=5).ok
+    finally:
+        for connection in idle:
+            connection.close()
+    assert descriptors < 100 + 150, descriptors  # the cap, plus the worker's own files and sockets
+
+
+def resident_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
+
+
+@pytest.mark.slow
 def test_python_m_serve_grpc_port_and_a_port_in_use(onnx_repo):
     from tests.serve.conftest import free_port
 
     port = free_port()
-    server = ServeProcess(onnx_repo, "--grpc-port", str(port))
+    server = ServeProcess(onnx_repo, "--workers", "2", "--grpc-port", str(port))
     try:
         server.wait_ready()
+        server.wait_for_workers(2)
+        for _ in range(6):  # new connections, spread over the workers' listeners
+            client = triton_grpc.InferenceServerClient(url=f"127.0.0.1:{port}")
+            assert client.is_model_ready("mnist")
+            client.close()
+        # every worker serves gRPC on the shared port: none died binding it
+        assert "ended with exit code" not in server.log()
+        assert len(server.worker_pids()) == 2
         client = triton_grpc.InferenceServerClient(url=f"127.0.0.1:{port}")
-        assert client.is_model_ready("mnist")
         assert triton_http.InferenceServerClient(server.url.removeprefix("http://")).is_model_ready("mnist")
         client.close()
         second = ServeProcess(onnx_repo, "--grpc-port", str(port))  # the same gRPC port, another HTTP port

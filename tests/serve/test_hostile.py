@@ -65,6 +65,24 @@ def test_malformed_json_requests_are_400(live, case):
     assert list(answer.json()) == ["error"] and "\n" not in answer.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (json.dumps({"inputs": []}).encode("utf-16"), "the body is not UTF-8"),
+        (b'{"inputs": [{"name": "\\ud800", "shape": [1, 784]}]}', "the body is not valid JSON"),
+    ],
+)
+def test_bodies_that_are_not_utf8_json_say_so(live, body, said):
+    """Both were explained as 'a number out of range (beyond 64-bit integers or doubles)': Python's own
+    parser, asked for the reason, reads UTF-16 and lone surrogates without complaint."""
+    for route in ("/v2/models/mnist/infer", "/v1/models/mnist:predict"):
+        answer = requests.post(
+            f"{live.url}{route}", data=body, headers={"Content-Type": "application/json"}, timeout=10
+        )
+        assert answer.status_code == 400
+        assert answer.json()["error"].startswith(said), answer.text
+
+
 def test_deep_nesting_is_400(live):
     answer = requests.post(
         f"{live.url}/v2/models/mnist/infer",

@@ -263,8 +263,9 @@ def test_an_upload_beyond_the_model_limit_is_refused_from_its_headers(keyed_serv
 
 def test_bodies_held_at_once_stay_within_the_budget(keyed_server):
     server, spool = keyed_server
-    first = headers_only(server.port, 5_000_000, key="s3cret")
-    first.sendall(b"{" + b" " * 1_000_000)  # then stalls
+    first = headers_only(server.port, 6_000_000, key="s3cret")
+    first.sendall(b"{" + b" " * 5_000_000)  # then stalls
+    time.sleep(0.5)  # until the server has taken those bytes in
     try:
         second = headers_only(server.port, 5_000_000, key="s3cret")  # 10 MB > the 8 MiB budget
         assert answer_of(second).startswith(b"HTTP/1.1 503")
@@ -279,3 +280,54 @@ def test_bodies_held_at_once_stay_within_the_budget(keyed_server):
         assert normal.ok
     finally:
         first.close()
+
+
+def test_requests_that_need_no_key_cannot_hold_the_body_budget(keyed_server):
+    """A preflight, a health check or the page needs no key and no body. Their declared bodies used to
+    reserve the worker's budget (up to --max-body-mb for a preflight) until the request timeout: a few
+    connections without a key then got every inference a 503."""
+    server, _ = keyed_server
+    declared = [
+        ("OPTIONS", "/v2/models/mnist/infer", 8_000_000),  # the whole 8 MiB budget in one
+        *[("GET", "/v2/health/ready", 1_000_000)] * 8,  # or in eight
+        ("POST", "/", 500_000),
+    ]
+    connections = []
+    try:
+        for method, path, length in declared:
+            connection = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            connection.sendall(
+                f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {length}\r\n\r\n".encode()
+            )
+            connections.append(connection)
+            assert answer_of(connection).startswith(b"HTTP/1.1 413"), (method, path)
+        normal = requests.post(
+            f"{server.url}/v2/models/mnist/infer",
+            json=ROW,
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=5,
+        )
+        assert normal.status_code == 200
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_connections_that_declare_bodies_and_send_nothing_hold_no_budget(keyed_server):
+    """A declared Content-Length costs a client nothing. Reserved from the headers, two idle connections
+    declaring 4 MiB each held the whole 8 MiB budget until the request timeout, and every other upload
+    got 503 (without an API key on the server: 14 such connections per worker at the defaults)."""
+    server, _ = keyed_server
+    idle = [headers_only(server.port, 4_194_000, key="s3cret") for _ in range(2)]  # the 8 MiB less 608 bytes
+    try:
+        time.sleep(0.5)
+        normal = requests.post(
+            f"{server.url}/v2/models/mnist/infer",
+            json=ROW,
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=5,
+        )
+        assert normal.status_code == 200
+    finally:
+        for connection in idle:
+            connection.close()

@@ -122,6 +122,27 @@ def test_more_workers_than_the_bound_are_refused_with_the_memory_they_need(runs,
     assert not runs.exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--cpu", "lots"], "argument --cpu: 'lots' is not a Kubernetes quantity"),
+        (["--memory", "4GB"], "argument --memory: '4GB' is not a Kubernetes quantity"),
+        (["-p", "99999"], "argument -p/--port: 99999: must be at most 65535"),
+        (["--max-restarts", "-3"], "argument --max-restarts: -3: must be at least 0"),
+        (["--gpus", "-1"], "argument --gpus: -1: must be at least 0"),
+    ],
+)
+def test_values_a_cluster_would_refuse_are_refused_before_anything_is_made(runs, capsys, option, said):
+    """These went into the manifests as they were (--dry-run printed them): the API server refuses them
+    only once the run's ConfigMap and Secret exist; --max-restarts -3 was taken as no restart."""
+    script = str(REPO / "train" / "mnist.py")
+    with pytest.raises(SystemExit) as refused:
+        spawn.main(["--backend", "kubernetes", "--dry-run", "-w", "2", *option, script])
+    assert refused.value.code == 2
+    assert said in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not runs.exists()
+
+
 @pytest.mark.parametrize("name", ["/tmp", "../..", "..", "runs/../x", "a/b"])
 def test_delete_accepts_run_ids_only(runs, tmp_path, capsys, name):
     victim = tmp_path / "victim"
@@ -214,3 +235,39 @@ def test_preflight_says_which_keras_runs_model_fit(tmp_path):
     assert any("keras-team/keras#20585" in warning for warning in keras3.warnings)
     direct = preflight.check(write(tmp_path, "import keras\n" + FIT_SCRIPT), "2")
     assert any("imports keras (Keras 3) directly" in warning for warning in direct.warnings)
+
+
+def test_workers_do_not_outlive_a_spawn_that_is_killed(tmp_path):
+    """SIGKILL (the OOM killer, a killed notebook kernel) gives spawn no chance to stop its workers: they
+    used to train on as orphans. They now die with it."""
+    process = spawn_process(tmp_path, "none", str(tmp_path / "child.pid"), "stay")
+    run_dir = run_folder(tmp_path)
+    pids = worker_pids(run_dir)
+    wait_for(lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)))
+    process.kill()
+    process.communicate(timeout=30)
+    try:
+        wait_for(lambda: not any(alive(pid) for pid in pids), 10)
+    finally:
+        for pid in pids:  # on the old code: not left behind by the test
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
+    """The Keras guide's script saves to a path of its own and never prints it: spawn ended with 'the chief
+    wrote no model to collect' and no word on how to make it collect one."""
+    script = tmp_path / "no_model.py"
+    script.write_text("def make_strategy():\n    return None\n\n\nmake_strategy()\nprint('trained')\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "train.spawn", "-w", "1", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    assert "no model to collect (save it with model.save(output_path('model.keras'))" in last

@@ -54,7 +54,9 @@ def show(report: Report) -> None:
             print(f"{kind}: {line}", file=sys.stderr)
 
 
-def local_backend(run_dir: Path, options: manifests.ClusterOptions) -> tuple[Backend, str, dict]:
+def local_backend(
+    run_dir: Path, options: manifests.ClusterOptions, keep: bool = False
+) -> tuple[Backend, str, dict]:
     from train.spawn.local import LocalBackend
 
     shared = str(run_dir / "shared")
@@ -64,7 +66,7 @@ def local_backend(run_dir: Path, options: manifests.ClusterOptions) -> tuple[Bac
         **options.runtime_env,
         **options.env_file_data,
     }
-    return LocalBackend(command=options.command), shared, env
+    return LocalBackend(command=options.command, lifeline=not keep), shared, env
 
 
 def kubernetes_backend(options: manifests.ClusterOptions) -> tuple[Backend, str, dict]:
@@ -119,7 +121,7 @@ def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Set
         **({"namespace": args.namespace} if args.backend != "local" else {}),
     )
     if args.backend == "local":
-        backend, shared, env = local_backend(run_dir, options)
+        backend, shared, env = local_backend(run_dir, options, keep=args.keep)
     else:
         try:
             backend, shared, env = kubernetes_backend(options)

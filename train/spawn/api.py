@@ -15,6 +15,8 @@ when Python exits is stopped too.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import io
 import os
 import re
 import socket
@@ -184,9 +186,26 @@ class Run:
         return f"<train.spawn run {self.run_id}: {self.status}>"
 
 
+def parse(argv: list[str]) -> Any:
+    """The command line's parse, raising Refused (one line) where argparse would exit the kernel."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            return cli_main.parse(argv)
+    except SystemExit:
+        lines = printed.getvalue().strip().splitlines() or ["invalid options"]
+        message = lines[-1].split(": error: ", 1)[-1]
+        if "unrecognized arguments" in message:
+            message += (
+                " (keywords are train.spawn's options; the script's own arguments follow the script:"
+                " run('train.py', '--epochs', '5', workers=2))"
+            )
+        raise Refused(message) from None
+
+
 def run(script: str | Path, *script_args: str, runs: str | Path = "runs", **options: Any) -> Run:
     """Start `script` with the command line's options (as keywords); returns at once with a `Run`."""
-    args = cli_main.parse(argv_of(script, script_args, options))
+    args = parse(argv_of(script, script_args, options))
     if args.dry_run or args.delete:
         raise Refused("dry_run and delete are the command line's: python -m train.spawn --help")
     try:

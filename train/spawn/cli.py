@@ -4,7 +4,9 @@ short flags included, and what they become: the cluster options, the checks befo
 from __future__ import annotations
 
 import argparse
+import re
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +24,35 @@ def new_run_id(script: Path, tag: str | None) -> str:
 def tag_stem(tag: str) -> str:
     """The part of a run id that a tag becomes (lower case, letters, digits and dashes, 20 at most)."""
     return "".join(c if c.isalnum() else "-" for c in tag.lower()).strip("-")[:20] or "run"
+
+
+# Kubernetes' quantities, the non-negative forms people write
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+
+
+def quantity(text: str) -> str:
+    """A CPU or memory amount as Kubernetes writes it (2, 500m, 4Gi, 1.5G); refused by argparse otherwise,
+    rather than by the API server once the run's first objects exist."""
+    if not QUANTITY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)")
+    return text
+
+
+def bounded(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An int option within [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value}: must be at least {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{value}: must be at most {high}")
+        return value
+
+    return parse
 
 
 def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
@@ -47,7 +78,7 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--ps", type=int, help="parameter servers with --strategy parameter-server (default 1)"
     )
-    parser.add_argument("--max-restarts", type=int, default=2, help="group restarts after failures")
+    parser.add_argument("--max-restarts", type=bounded(0), default=2, help="group restarts after failures")
     parser.add_argument("--start-timeout", type=float, default=300, help="seconds to wait for all workers")
     parser.add_argument(
         "--keep", action="store_true", help="keep the pods/processes and resources at the end"
@@ -88,15 +119,19 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
         "--image",
         help=f"default {manifests.IMAGE}, or {manifests.GPU_IMAGE} when the workers ask for GPUs",
     )
-    cluster.add_argument("--cpu", default="2")
-    cluster.add_argument("--memory", default="4Gi")
-    cluster.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per worker")
+    cluster.add_argument("--cpu", type=quantity, default="2")
+    cluster.add_argument("--memory", type=quantity, default="4Gi")
+    cluster.add_argument("--gpus", type=bounded(0), default=0, help="nvidia.com/gpu per worker")
     cluster.add_argument("--node-selector", action="append", default=[], metavar="KEY=VALUE")
     cluster.add_argument("--pvc", help="ReadWriteMany claim shared by the workers (backup and outputs)")
-    cluster.add_argument("-p", "--port", type=int, default=manifests.PORT, help="the workers' gRPC port")
+    cluster.add_argument(
+        "-p", "--port", type=bounded(1, 65535), default=manifests.PORT, help="the workers' gRPC port"
+    )
     cluster.add_argument("--pod-file", type=Path, help="a Pod YAML merged under the generated pod spec")
     cluster.add_argument("--overlay", type=Path, help="YAML deep-merged into the Job manifest")
-    cluster.add_argument("--deadline", type=int, help="seconds an attempt may run (activeDeadlineSeconds)")
+    cluster.add_argument(
+        "--deadline", type=bounded(1), help="seconds an attempt may run (activeDeadlineSeconds)"
+    )
     cluster.add_argument(
         "--run-as-user",
         type=int,

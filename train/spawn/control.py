@@ -19,6 +19,11 @@ from train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_rec
 
 Say = Callable[[str], None]
 
+NO_MODEL_HINT = (
+    "save it with model.save(output_path('model.keras')), from train.spawn import output_path, "
+    "or print the absolute path it is saved to"
+)
+
 
 class JobFailed(Exception):
     """The job did not finish: the message says which worker failed and where its log is."""
@@ -198,7 +203,7 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
         )
         say(
             f"{spec.run_id}: succeeded in {seconds:.1f}s after {attempt + 1} attempt(s)"
-            + (f"; model: {model}" if model else "; the chief wrote no model to collect")
+            + (f"; model: {model}" if model else f"; the chief wrote no model to collect ({NO_MODEL_HINT})")
         )
         return Result(spec.run_id, attempt + 1, seconds, model)
     except (Stopped, KeyboardInterrupt) as stop:

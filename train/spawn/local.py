@@ -33,6 +33,8 @@ def free_ports(count: int) -> list[int]:
 # from it wherever spawn is started (a pod gets them from the worker image, or the bootstrap).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
+LIFELINE = Path(__file__).with_name("lifeline.py")
+
 # An absolute path the chief prints: a model file, a SavedModel or a TensorBoard log directory.
 PRINTED_PATH = re.compile(r"""(/[^\s'"`]+)""")
 
@@ -63,10 +65,12 @@ def signal_group(group: int, number: int) -> None:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, command: str = "") -> None:
+    def __init__(self, command: str = "", lifeline: bool = True) -> None:
         self.processes: list[subprocess.Popen] = []
         self.log_paths: list[Path] = []
         self.command = command  # shell lines each worker runs before the script (--command)
+        # workers die with spawn (train/spawn/lifeline.py), unless they are to outlive it (--keep)
+        self.lifeline = lifeline
         self.started = 0.0
 
     def start(self, spec: RunSpec, attempt: int) -> None:
@@ -100,10 +104,13 @@ class LocalBackend:
         (spec.run_dir / "workers.json").write_text(json.dumps({"attempt": attempt, "pids": pids}) + "\n")
 
     def worker_command(self, spec: RunSpec) -> list[str]:
-        script = [sys.executable, str(spec.script), *spec.args]
-        if not self.command:
-            return script
-        return ["bash", "-c", f'set -e\n{self.command}\nexec "$@"', "worker", *script]
+        command = [sys.executable, str(spec.script), *spec.args]
+        if self.command:
+            command = ["bash", "-c", f'set -e\n{self.command}\nexec "$@"', "worker", *command]
+        if self.lifeline:
+            # by path, isolated (-I): a `train` package in the user's folder must not shadow ours
+            command = [sys.executable, "-I", str(LIFELINE), str(os.getpid()), *command]
+        return command
 
     def status(self, spec: RunSpec) -> list[WorkerStatus]:
         result = []
