@@ -23,6 +23,7 @@ class Capabilities:
     max_array_len: int | None = None  # longest array one stored value may hold; None: unlimited
     max_inputs: int | None = None
     several_outputs: bool = False  # a function per output (NAME.predict_proba_<output>)
+    output_kinds: frozenset[str] = field(default_factory=lambda: frozenset(ir.OUTPUT_KINDS))
 
     def check(self, graph: ir.Graph) -> None:
         """Raise `UnsupportedLayer` for the first node this target cannot emit."""
@@ -35,6 +36,8 @@ class Capabilities:
             raise ExportError(
                 f"target '{self.target}' does not compile a model with {len(graph.outputs)} outputs ({names})"
             )
+        if graph.kind not in self.output_kinds:
+            raise ExportError(f"target '{self.target}' does not compile an output of kind {graph.kind}")
         self.check_sizes(graph)
         for node in graph.all_nodes():
             if node.kind not in self.node_kinds:

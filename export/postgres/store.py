@@ -219,6 +219,20 @@ class PostgresStore(RegistryStore):
         )
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        rows = self.query_samples(name, inputs, ("predict",))
+        return np.array([row[0] for row in rows], dtype=np.float64)
+
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]:
+        rows = self.query_samples(name, inputs, functions)
+        return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
+
+    def query_samples(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> list[tuple[Any, ...]]:
+        """`functions` of the model called on every sample row, in row order (COPY into a temporary
+        table, one SELECT)."""
         n_rows = len(next(iter(inputs.values())))
         columns = sql.SQL(", ").join(sql.SQL("{} float8[]").format(sql.Identifier(c)) for c in inputs)
         self.con.execute(
@@ -232,13 +246,15 @@ class PostgresStore(RegistryStore):
             for i in range(n_rows):
                 copy.write_row([i, *(flat[key][i].tolist() for key in flat)])
         arguments = sql.SQL(", ").join(sql.Identifier(c) for c in inputs)
+        calls = sql.SQL(", ").join(
+            sql.SQL("{}.{}({})").format(sql.Identifier(name), sql.Identifier(function), arguments)
+            for function in functions
+        )
         rows = self.con.execute(
-            sql.SQL("SELECT {}.predict_proba({}) FROM _nn_samples ORDER BY _nn_row").format(
-                sql.Identifier(name), arguments
-            )
+            sql.SQL("SELECT {} FROM _nn_samples ORDER BY _nn_row").format(calls)
         ).fetchall()
         self.con.execute("DROP TABLE _nn_samples")
-        return np.array([row[0] for row in rows], dtype=np.float64)
+        return rows
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
         return {**super().registry_row(record, active=active), "kernel": self.kernel}
