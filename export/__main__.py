@@ -1,5 +1,6 @@
 """`python -m export --target X ...`: compile a model for target X (the same as `python -m export.X ...`);
-`python -m export --supported`: which layers each target compiles, read from the registries."""
+`python -m export --supported`: which layers and output kinds each target compiles, read from the
+registries."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from export import ir
+from export import ir, kinds
 from export.keras_frontend import LOWERED_ACTIVATIONS, PRODUCES, REFUSES
 from export.lowering import BODY_KINDS
 from export.target import TARGETS
@@ -53,7 +54,22 @@ def markdown_table() -> str:
     lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
     lines += ["", "Refused with one line naming the layer and the option, before anything is written:", ""]
     lines += [f"- {layer}: {REFUSES[layer]}" for layer in sorted(REFUSES)]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *kinds_table(targets)])
+
+
+def kinds_table(targets: list[str]) -> list[str]:
+    """Output kinds × targets, with what each kind is read from and the functions that answer for it
+    (docs/output-kinds.md). ONNX answers over HTTP: V2 and :predict, :classify and /score."""
+    lines = [
+        "| Output kind | Read from | SQL functions | " + " | ".join(targets) + " |",
+        "|---|---|---|" + "---|" * len(targets),
+    ]
+    for kind in kinds.KINDS.values():
+        marks = " | ".join(
+            "yes" if kind.name in TARGETS[t].capabilities.output_kinds else "no" for t in targets
+        )
+        lines.append(f"| {kind.name} | {kind.reads} | {', '.join(kind.functions)} | {marks} |")
+    return lines
 
 
 def update_readme(path: Path) -> None:

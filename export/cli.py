@@ -10,8 +10,9 @@ from typing import TypeVar
 
 from export import budget, ir, parity
 from export.errors import ExportError
+from export.keras_frontend import check_labels
 from export.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
-from export.pipeline import ExportRequest, Store, VersionRecord, prepare, publish
+from export.pipeline import ExportRequest, Prepared, Store, VersionRecord, describe_kind, prepare, publish
 from export.target import Capabilities
 
 AnyStore = TypeVar("AnyStore", bound=Store)
@@ -58,6 +59,19 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
         default=parity.DEFAULT_TOLERANCE,
         help="max |p_db - p_tf| accepted (default 1e-5, float32 parity)",
     )
+    result.add_argument(
+        "--output",
+        choices=ir.OUTPUT_KINDS,
+        help="what the (first) output means, instead of what the model says (its last activation and "
+        "loss): probabilities (softmax), binary (one sigmoid unit), multilabel (independent sigmoids), "
+        "logits, values (regression); see docs/output-kinds.md",
+    )
+    result.add_argument(
+        "--classes",
+        nargs="+",
+        metavar="LABEL",
+        help="class labels, in output order (binary: the labels of 0 and 1); default: metadata.json's",
+    )
     result.add_argument("--quiet", action="store_true", help="no progress bars")
     model_file = result.add_argument_group("model files from others (see docs/security.md)")
     model_file.add_argument(
@@ -95,6 +109,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         raise ExportError("--sample-rows must be at least 1")
     if not args.parity_seconds > 0:
         raise ExportError("--parity-seconds must be more than 0")
+    classes = tuple(check_labels(args.classes)) if args.classes else ()
     return ExportRequest(
         model_path=args.model,
         name=args.name,
@@ -106,7 +121,16 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         trust_model_code=args.trust_model_code,
         quiet=args.quiet,
         limits=limits_from(args),
+        output=args.output,
+        classes=classes,
     )
+
+
+def say_kind(prepared: Prepared) -> None:
+    """The kind the export compiles for, and the one-line note when --output overrode the model's."""
+    if prepared.kinds.note:
+        print(f"note: {prepared.kinds.note}", file=sys.stderr)
+    print(describe_kind(prepared.graph.kind, prepared.kinds.evidence))
 
 
 def report(record: VersionRecord, where: str) -> None:
@@ -135,6 +159,7 @@ def export_to(
         if store is not None and not request.quiet:
             print(f"connected to {where(store)}", flush=True)
         prepared = prepare(request, capabilities)
+        say_kind(prepared)
         if check is not None:
             check(prepared.graph)
         if store is None:

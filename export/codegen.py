@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from export import ir
+from export import ir, kinds
 from export.sqltext import literal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +82,75 @@ class Dialect:
 
 
 @dataclass(frozen=True)
+class Answering:
+    """How the functions users query answer for one graph (export/kinds.py), whatever the target.
+
+    `predict` is the network. The first output's probabilities (what score, label and labels read, and
+    predict_proba for a model with one output) are its first `first_size` values after `steps`: 'sigmoid'
+    and 'softmax' over them, 'complement' making [1 - p, p] of one value. `refusals` holds the one line
+    each function that does not answer for the kind raises (it exists, so that calling it says why).
+    """
+
+    kind: str
+    several: bool  # several outputs: predict_proba returns them all joined, as predict does
+    first_size: int
+    steps: tuple[str, ...]
+    refusals: dict[str, str]
+
+    @property
+    def two_columns(self) -> bool:
+        return "complement" in self.steps
+
+    def answers(self, function: str) -> bool:
+        return function not in self.refusals
+
+    def comment(self, function: str) -> str:
+        """What the function returns, in a sentence for the generated code's readers."""
+        first = " of the first output" if self.several else ""
+        if function in self.refusals:
+            return f"Not for a {self.kind} model: calling it raises the line below."
+        if function == "predict_proba":
+            if self.several:
+                return "The model's outputs joined, as predict returns them (an earlier release's name)."
+            return {
+                "binary": "[1 - p, p]: the probabilities of classes 0 and 1 from the one sigmoid unit p.",
+                "multilabel": "The independent probability of each label.",
+                "logits": "The logits' "
+                + ("sigmoid, as [1 - p, p]." if self.two_columns else "softmax: class probabilities."),
+            }.get(self.kind, "Class probabilities (what predict returns).")
+        if function == "predict_logits":
+            return "The logits (what predict returns)."
+        if function == "score" and self.two_columns:
+            return (
+                f"Predicted class{first}: 1 when p > {kinds.THRESHOLD}, else 0 (Keras's binary_accuracy: "
+                f"p = {kinds.THRESHOLD} exactly gives 0)."
+            )
+        if function == "score":
+            return f"Predicted class index (0-based){first}, the first on ties, like numpy's argmax."
+        if function == "label":
+            return "Predicted class label: the class of score()."
+        return (
+            f"The labels{first} whose probability is above threshold (default {kinds.THRESHOLD}), in "
+            "class order."
+        )
+
+
+def answering(graph: ir.Graph, name: str) -> Answering:
+    kind, size, several = graph.kind, graph.first_size, bool(graph.outputs)
+    steps: list[str] = []
+    if kind == "logits":
+        steps.append("sigmoid" if size == 1 else "softmax")
+    if kinds.two_columns(kind, size):
+        steps.append("complement")
+    refusals = {
+        function: kinds.refusal(name, kind, function)
+        for function in kinds.FUNCTIONS
+        if not kinds.offers(kind, function, several_outputs=several)
+    }
+    return Answering(kind, several, size, tuple(steps), refusals)
+
+
+@dataclass(frozen=True)
 class Check:
     """One input check: when `condition` holds, raise the error `kind` of ir.InputErrors (with
     `argument` appended to its message), or return NULL when `kind` is None."""
@@ -100,6 +169,7 @@ class Generator:
         self.graph = graph
         self.name = name
         self.version = version
+        self.answering = answering(graph, name)
 
     def var(self, name: str) -> str:
         """The variable of an IR value; inputs keep their names (they are the function's parameters)."""
@@ -160,6 +230,9 @@ class Generator:
             "arguments": ", ".join(spec.name for spec in self.graph.inputs),
             "outputs": self.graph.outputs,
             "checks": list(self.checks()),
+            "kind": self.graph.kind,
+            "answering": self.answering,
+            "threshold": kinds.THRESHOLD,
         }
 
 

@@ -43,6 +43,8 @@ ACTIVATIONS: tuple[str, ...] = ("linear", "relu", "sigmoid", "tanh", "softmax", 
 # Made by lowerings (LayerNormalization, log_softmax, ReLU's threshold, masked average pooling), never
 # read from a Keras layer.
 INTERNAL_ACTIVATIONS = ("rsqrt", "ln", "step", "count_reciprocal")
+# What an output means (export/kinds.py says which functions each kind offers and how Keras users read it).
+OUTPUT_KINDS: tuple[str, ...] = ("probabilities", "binary", "multilabel", "logits", "values")
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,24 +295,34 @@ class Scan(Node):
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """One output of a model with several: its name (an identifier) and its values in the joined output."""
+    """One output of a model with several: its name (an identifier), its values in the joined output and
+    what they mean (one of OUTPUT_KINDS)."""
 
     name: str
     start: int
     stop: int
+    kind: str = "probabilities"
 
 
 @dataclass(frozen=True)
 class Graph:
-    """A classifier: inputs, nodes in topological order, one probability output, class labels. A model
-    with several outputs has them joined into `output` (flat, one after the other) and described by
-    `outputs`; `classes` label the first."""
+    """A model: inputs, nodes in topological order, one output value and what it means (`kind`, one of
+    OUTPUT_KINDS), class labels. A model with several outputs has them joined into `output` (flat, one
+    after the other) and described by `outputs`; `kind` and `classes` are the first output's."""
 
     inputs: tuple[TensorSpec, ...]
     nodes: tuple[Node, ...]
     output: str
     classes: tuple[str, ...] = ()
     outputs: tuple[OutputSpec, ...] = ()  # empty: one output, all of `output`
+    kind: str = "probabilities"
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTPUT_KINDS:
+            raise ValueError(f"unknown output kind {self.kind!r}; one of {', '.join(OUTPUT_KINDS)}")
+        if self.outputs and self.outputs[0].kind != self.kind:
+            first = self.outputs[0].kind
+            raise ValueError(f"the graph's kind {self.kind!r} is not its first output's {first!r}")
 
     def all_nodes(self) -> Iterator[Node]:
         """Every node, the nodes of each Scan's body right after the Scan."""
@@ -386,7 +398,14 @@ class Graph:
                     digest.update(repr(value).encode())
         if self.outputs:
             digest.update(repr(self.outputs).encode())
+        if self.kind != "probabilities":  # the kind changes the generated functions; digests of before stay
+            digest.update(self.kind.encode())
         return digest.hexdigest()
+
+    @property
+    def first_size(self) -> int:
+        """How many values the first output holds (all of `output` for a model with one)."""
+        return self.outputs[0].stop if self.outputs else self.size_of(self.output)
 
     @property
     def n_classes(self) -> int:
@@ -433,7 +452,7 @@ class InputErrors:
 
     @classmethod
     def of(cls, model: str, spec: TensorSpec) -> InputErrors:
-        where = f"{model}.predict_proba: {spec.name}"
+        where = f"{model}: {spec.name}"
         return cls(
             length=f"{where} must have {spec.size} values, got ",
             nulls=f"{where} contains NULL values",

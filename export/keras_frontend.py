@@ -19,6 +19,8 @@ import numpy as np
 
 from export import ir
 from export.errors import ExportError, UnsupportedLayer
+from export.frontend_outputs import output_kinds
+from export.kinds import check_classes
 from export.lowering import grouped_softmax, lower
 from export.model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
 from export.model_file import ModelFile, first_line, read_model_file
@@ -369,8 +371,21 @@ def carry_mask(tensor: Any, inputs: tuple[str, ...], result: str, ctx: Context) 
         ctx.masks[result] = masks.pop()
 
 
-def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph:
-    """Convert a built Keras model (Sequential or functional) into an IR graph."""
+def to_ir(
+    model: Any,
+    *,
+    target: str,
+    classes: tuple[str, ...] = (),
+    kinds: tuple[str, ...] | None = None,
+    path: Path | None = None,
+    requested: str | None = None,
+    strict: bool = False,
+) -> ir.Graph:
+    """Convert a built Keras model (Sequential or functional) into an IR graph. `kinds` says what each
+    output means; when not given it is read once every layer has converted (an unsupported layer is
+    named first): from the model's layers and the loss saved in the file at `path`, or --output's
+    `requested` kind (export/frontend_outputs.py). An export is `strict`: an output that fits no kind
+    is refused in one line; otherwise (a graph for tests and tools) it is values."""
     ctx = Context(target=target, names={})
     inputs = tuple(_input_spec(tensor, ctx) for tensor in model.inputs)
     for tensor in model.outputs:
@@ -407,34 +422,35 @@ def to_ir(model: Any, *, target: str, classes: tuple[str, ...] = ()) -> ir.Graph
         carry_mask(tensor, input_names, result, ctx)
         return result
 
-    output, outputs = joined_outputs([visit(tensor) for tensor in model.outputs], model, nodes, ctx)
+    results = [visit(tensor) for tensor in model.outputs]
+    if kinds is None:
+        kinds = output_kinds(model, path, requested, strict=strict).kinds
+    output, outputs = joined_outputs(results, model, nodes, ctx, kinds)
     nodes = fold_linear_chains(lower(nodes), output)
-    n_out = int(model.outputs[0].shape[-1])
-    labels = classes or tuple(str(i) for i in range(n_out))
-    if len(labels) != n_out:
-        raise ExportError(f"{len(labels)} class labels for a model with {n_out} outputs")
+    units = int(model.outputs[0].shape[-1])
     return ir.Graph(
         inputs=bounded(inputs, nodes, target),
         nodes=tuple(nodes),
         output=output,
-        classes=tuple(labels),
+        classes=check_classes(kinds[0], units, tuple(classes)),
         outputs=outputs,
+        kind=kinds[0],
     )
 
 
 def joined_outputs(
-    values: list[str], model: Any, nodes: list[ir.Node], ctx: Context
+    values: list[str], model: Any, nodes: list[ir.Node], ctx: Context, kinds: tuple[str, ...]
 ) -> tuple[str, tuple[ir.OutputSpec, ...]]:
     """One output as it is; several joined into one flat value (a Concatenate), each named by its value
-    and given its range."""
+    and given its range and kind."""
     if len(values) == 1:
         return values[0], ()
     if len(set(values)) != len(values):
         raise ExportError("the model returns one value as two outputs; return it once")
     specs, start = [], 0
-    for value, tensor in zip(values, model.outputs, strict=True):
+    for value, tensor, kind in zip(values, model.outputs, kinds, strict=True):
         stop = start + int(tensor.shape[-1])
-        specs.append(ir.OutputSpec(name=value, start=start, stop=stop))
+        specs.append(ir.OutputSpec(name=value, start=start, stop=stop, kind=kind))
         start = stop
     joined = ir.Concatenate(name=ctx.name_for("outputs"), inputs=tuple(values), source="the model's outputs")
     nodes.append(joined)

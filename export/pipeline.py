@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from export import budget, ir, parity, reference
+from export import budget, ir, kinds, parity, reference
 from export.errors import ExportError, ScoringFailure
+from export.frontend_outputs import OutputKinds, output_kinds
 from export.keras_frontend import load_model, read_metadata, to_ir
 from export.model_limits import DEFAULT_LIMITS, Limits
 from export.names import check_model_name
@@ -36,6 +37,7 @@ class VersionRecord:
     metadata: str  # JSON
     parity: parity.ParityReport
     sample_source: str
+    output_kind: str = "probabilities"
 
     def registry_row(self) -> dict[str, object]:
         """Column → value for the registry table that every database target shares (see sql/); the
@@ -50,25 +52,32 @@ class VersionRecord:
             "metadata": self.metadata,
             "parity_rows": self.parity.rows,
             "parity_max_abs_diff": self.parity.max_abs_diff,
-            "parity_argmax_agreement": self.parity.argmax_agreement,
+            "parity_argmax_agreement": self.parity.agreement,
             "parity_tolerance": self.parity.tolerance,
             "parity_sample_source": self.sample_source,
+            "output_kind": self.output_kind,
         }
 
 
 class Store(Protocol):
     """A database target's steps of the export lifecycle, which `publish` runs in this order inside
     `session()` (the registry ready, one export at a time): `next_version`; `stage` writes the new version
-    beside the active one; `scores` is what the verify step compares with TensorFlow; `activate` writes
-    the registry row and switches. Leaving the session by an exception discards what was staged:
-    PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL commits) drops the staged
-    version's package and rows (`discard`). Either way the previous version keeps scoring. The three
-    stores share one implementation of the steps, export/store.py's RegistryStore."""
+    beside the active one; `register` writes its registry row, inactive; `scores` (what `predict` returns)
+    and `answers` (what the functions users query return) are what the verify step compares with
+    TensorFlow; `activate` completes the registry row and switches. Leaving the session by an exception
+    discards what was staged: PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL
+    commits) drops the staged version's package and rows (`discard`). Either way the previous version
+    keeps scoring. The three stores share one implementation of the steps, export/store.py's
+    RegistryStore."""
 
     def session(self) -> AbstractContextManager[None]: ...
     def next_version(self, name: str) -> int: ...
     def stage(self, name: str, version: int, graph: ir.Graph) -> None: ...
+    def register(self, record: VersionRecord) -> None: ...
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]: ...
     def activate(self, record: VersionRecord) -> None: ...
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
     def close(self) -> None: ...
@@ -88,6 +97,8 @@ class ExportRequest:
     trust_model_code: bool = False  # load a file that holds code (export/model_code.py)
     limits: Limits = DEFAULT_LIMITS
     quiet: bool = False
+    output: str | None = None  # --output: the first output's kind, instead of the one read from the model
+    classes: tuple[str, ...] = ()  # --classes: instead of metadata.json's
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,8 @@ class Prepared:
     samples: SampleSet
     expected: np.ndarray
     allowed: np.ndarray | None = None  # per row; None: the request's tolerance for every row
+    # what the graph's kinds were read from (say_kind reports it)
+    kinds: OutputKinds = field(default_factory=lambda: OutputKinds((), "as compiled"))
 
 
 # A float32 target's row at scale may be this many times as far from the float64 reference as float32
@@ -143,13 +156,29 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     check_model_name(request.name)
     model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
     metadata = read_metadata(request.model_path)
-    graph = to_ir(model, target=capabilities.target, classes=tuple(metadata.get("classes", ())))
+    classes = request.classes or tuple(metadata.get("classes", ()))
+    graph = to_ir(
+        model,
+        target=capabilities.target,
+        classes=classes,
+        path=request.model_path,
+        requested=request.output,
+        strict=True,
+    )
+    read = output_kinds(model, request.model_path, request.output)  # what the kinds were read from
     capabilities.check(graph)
     samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
     expected, allowed = expectations(graph, samples, predicted, request.tolerance, capabilities.float32)
-    return Prepared(graph=graph, metadata=metadata, samples=samples, expected=expected, allowed=allowed)
+    return Prepared(
+        graph=graph,
+        metadata=metadata,
+        samples=samples,
+        expected=expected,
+        allowed=allowed,
+        kinds=read,
+    )
 
 
 def joined(predicted: Any) -> np.ndarray:
@@ -170,27 +199,17 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
     with store.session():
         version = store.next_version(request.name)
         store.stage(request.name, version, graph)
+        unverified = parity.ParityReport(rows=0, max_abs_diff=0.0, tolerance=request.tolerance)
+        store.register(record_of(request, prepared, version, unverified, prepared.samples.source))
         try:
-            actual, scored = score_samples(store, request, prepared, target)
+            report, source = verify(store, request, prepared, target)
         except ScoringFailure as failure:
             raise ExportError(
                 f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
                 f"{failure.reason}; version not published"
             ) from None
-        allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
-        report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
         parity.require(report, target)
-        record = VersionRecord(
-            name=request.name,
-            version=version,
-            sha256=graph.sha256(),
-            input_spec=input_spec_json(graph),
-            classes=json.dumps(list(graph.classes)),
-            source=str(request.model_path),
-            metadata=json.dumps(prepared.metadata),
-            parity=report,
-            sample_source=scored.describe(prepared.samples.source),
-        )
+        record = record_of(request, prepared, version, report, source)
         store.activate(record)
         if request.load_test_data:
             features, labels = load_test_split(prepared.metadata)
@@ -218,6 +237,78 @@ def score_samples(
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,
     )
+
+
+def record_of(
+    request: ExportRequest, prepared: Prepared, version: int, report: parity.ParityReport, source: str
+) -> VersionRecord:
+    graph = prepared.graph
+    return VersionRecord(
+        name=request.name,
+        version=version,
+        sha256=graph.sha256(),
+        input_spec=input_spec_json(graph),
+        classes=json.dumps(list(graph.classes)),
+        source=str(request.model_path),
+        metadata=json.dumps(prepared.metadata),
+        parity=report,
+        sample_source=source,
+        output_kind=graph.kind,
+    )
+
+
+def verify(
+    store: Store, request: ExportRequest, prepared: Prepared, target: str
+) -> tuple[parity.ParityReport, str]:
+    """The staged version's `predict` against model.predict on the sample rows the parity budget allows
+    (export/budget.py), then the answers of every function the kind offers against a Keras user's
+    (export/parity.py) on rows spread over those: as many as the budget scored once per function (each
+    function runs the network again), at most ANSWER_ROWS. Returns the report and the sample source."""
+    graph, inputs = prepared.graph, prepared.samples.inputs
+    actual, scored = score_samples(store, request, prepared, target)
+    allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
+    report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
+    source = scored.describe(prepared.samples.source)
+    several = bool(graph.outputs)
+    functions = parity.questions(graph.kind, several_outputs=several)
+    if not functions:
+        return report, source
+    count = min(ANSWER_ROWS, max(budget.MINIMUM_ROWS, scored.rows // len(functions)))
+    rows = spread(scored.rows, count)
+    try:
+        answers = store.answers(request.name, {k: v[rows] for k, v in inputs.items()}, functions)
+    except ScoringFailure as failure:  # named by its row in the whole sample
+        raise ScoringFailure(int(rows[failure.row]), failure.function, failure.reason) from None
+    checks = parity.check_answers(
+        graph.kind,
+        prepared.expected[rows, : graph.first_size],
+        graph.classes,
+        answers,
+        request.tolerance,
+        several_outputs=several,
+        allowed=None if prepared.allowed is None else prepared.allowed[rows],
+    )
+    numbered = [  # a disagreement named by its row in the whole sample
+        replace(
+            c, first_disagreement=None if c.first_disagreement is None else int(rows[c.first_disagreement])
+        )
+        for c in checks
+    ]
+    return replace(report, answers=tuple(numbered)), source
+
+
+ANSWER_ROWS = 250  # sample rows whose answers (score, label, ...) are checked: each reruns the network
+
+
+def spread(rows: int, most: int) -> np.ndarray:
+    """Up to `most` row indices spread evenly over `rows` (all of them when they are fewer)."""
+    return np.unique(np.linspace(0, rows - 1, min(rows, most)).round().astype(int))
+
+
+def describe_kind(kind: str, evidence: str) -> str:
+    """One line for the export report: the kind, what it was read from, and how Keras users read it."""
+    functions = ", ".join(kinds.KINDS[kind].functions)
+    return f"output: {kind} ({evidence}); functions: {functions}; Keras's reading: {kinds.KINDS[kind].rule}"
 
 
 def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -88,12 +88,26 @@ class RegistryStore:
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
         return {**record.registry_row(), "active": self.active[0 if active else 1]}
 
+    def register(self, record: VersionRecord) -> None:
+        """The staged version's registry row, inactive, before it is verified: its functions read their
+        class labels there (as data). `activate` completes it."""
+        self.insert(self.models_table, self.registry_row(record, active=False))
+
+    def update_row(self, record: VersionRecord, *, active: bool) -> None:
+        """The version's registry row rewritten from the record (the verified figures)."""
+        row = self.registry_row(record, active=active)
+        markers = self.placeholders(len(row) + 2)
+        assignments = ", ".join(f"{column} = {marker}" for column, marker in zip(row, markers, strict=False))
+        where = f"name = {markers[-2]} AND version = {markers[-1]}"
+        statement = f"UPDATE {self.models_table} SET {assignments} WHERE {where}"
+        self.execute(statement, [*row.values(), record.name, record.version])
+
     def activate(self, record: VersionRecord) -> None:
         """The verified version becomes the one `NAME.score` runs, and the registry says so."""
         value, name = self.placeholders(2)
         statement = f"UPDATE {self.models_table} SET active = {value} WHERE name = {name}"
         self.execute(statement, [self.active[1], record.name])
-        self.insert(self.models_table, self.registry_row(record))
+        self.update_row(record, active=True)
 
     def discard(self) -> None:
         """Remove a staged version after a failure; a transactional store's rollback already has."""

@@ -24,6 +24,7 @@ class Capabilities:
     max_inputs: int | None = None
     several_outputs: bool = False  # a function per output (NAME.predict_proba_<output>)
     float32: bool = False  # computes in float32 (Oracle's BINARY_FLOAT, onnxruntime), not float64
+    output_kinds: frozenset[str] = field(default_factory=lambda: frozenset(ir.OUTPUT_KINDS))
 
     def check(self, graph: ir.Graph) -> None:
         """Raise `UnsupportedLayer` for the first node this target cannot emit."""
@@ -36,6 +37,8 @@ class Capabilities:
             raise ExportError(
                 f"target '{self.target}' does not compile a model with {len(graph.outputs)} outputs ({names})"
             )
+        if graph.kind not in self.output_kinds:
+            raise ExportError(f"target '{self.target}' does not compile an output of kind {graph.kind}")
         self.check_sizes(graph)
         for node in graph.all_nodes():
             if node.kind not in self.node_kinds:

@@ -23,6 +23,7 @@ import onnxruntime
 from serve.batching import Batcher
 from serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from serve.errors import ScoringError, capped, not_found
+from serve.outputs import kind_of
 from serve.validation import InvalidVersion, bounded, check_version
 
 LOG = logging.getLogger("serve.repository")
@@ -50,6 +51,11 @@ class LoadedModel:
     @property
     def classes(self) -> list[str]:
         return self.metadata.get("classes", [])
+
+    @property
+    def kind(self) -> str:
+        """What the first output means (serve/outputs.py): probabilities for an earlier export."""
+        return kind_of(self.metadata)
 
     def input_spec(self, name: str) -> dict:
         for spec in self.inputs:

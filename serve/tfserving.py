@@ -1,18 +1,22 @@
-"""TF Serving REST routes: /v1/models/{name}[/versions/{v}][:predict | /metadata]."""
+"""TF Serving REST routes: /v1/models/{name}[/versions/{v}][:predict | :classify | /metadata]."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 from flask import Blueprint, Response, jsonify
 
+from serve import outputs as kinds
 from serve.errors import bad_request, not_found
 from serve.handling import infer, max_values, read_body, repository, require_json
 from serve.jsonbody import holds_booleans
-from serve.tensors import decode_tfserving, load_json
+from serve.repository import LoadedModel
+from serve.tensors import check_finite, decode_tfserving, expected_shape, load_json, to_array
+from serve.validation import V2_DATATYPES
 
 blueprint = Blueprint("tfserving", __name__)
-SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|/metadata)?")
+SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|:classify|/metadata)?")
 
 
 def parse(spec: str) -> tuple[str, str | None, str]:
@@ -62,14 +66,16 @@ def status_or_metadata(spec: str) -> Response:
 @blueprint.post("/v1/models/<path:spec>")
 def predict(spec: str) -> Response:
     name, version, suffix = parse(spec)
-    if suffix != ":predict":
-        raise not_found(f"no route POST /v1/models/{spec}: use :predict")
+    if suffix not in (":predict", ":classify"):
+        raise not_found(f"no route POST /v1/models/{spec}: use :predict or :classify")
     model = repository().get(name, version)
     require_json()
     raw = read_body(model)
     body = load_json(raw, max_values(model))
     if not isinstance(body, dict):
         raise bad_request("the request must be a JSON object")
+    if suffix == ":classify":
+        return classify(model, body, holds_booleans(raw))
     feeds, form = decode_tfserving(body, model, holds_booleans(raw))
     outputs = infer(model, feeds, "tfserving")
     if len(outputs) == 1:
@@ -79,3 +85,45 @@ def predict(spec: str) -> Response:
         rows = len(next(iter(outputs.values())))
         return jsonify(predictions=[{k: v[i].tolist() for k, v in outputs.items()} for i in range(rows)])
     return jsonify(outputs={k: v.tolist() for k, v in outputs.items()})
+
+
+def classify(model: LoadedModel, body: dict, booleans: bool) -> Response:
+    """TF Serving's Classify: {"examples": [{input: values}, ...], "context": {...}} → {"result": [[[label,
+    probability], ...] per example]}, the probabilities of the model's kind (serve/outputs.py). A
+    regression or multi-label model has no class distribution to give: refused in one line."""
+    kind = model.kind
+    if kind == "values":
+        raise bad_request(
+            f"model {model.name} outputs values (regression): :classify has no meaning for it; use :predict"
+        )
+    if not kinds.one_class(kind):
+        raise bad_request(
+            f"model {model.name} is multi-label (independent probabilities, no single class): "
+            ":classify has no meaning for it; use :predict"
+        )
+    first = infer(model, decode_examples(body, model, booleans), "tfserving")[model.outputs[0]["name"]]
+    q = kinds.probabilities(kind, first)
+    classes = model.classes or kinds.default_classes(kind, first.shape[1])
+    return jsonify(result=[[[label, float(p)] for label, p in zip(classes, row, strict=True)] for row in q])
+
+
+def decode_examples(body: dict, model: LoadedModel, booleans: bool) -> dict[str, np.ndarray]:
+    """Each input from every example (or from the shared `context`), as a flat list of its values.
+    `booleans`: the body may hold true or false (serve.jsonbody.holds_booleans)."""
+    examples, context = body.get("examples"), body.get("context", {})
+    if not isinstance(examples, list) or not examples or not all(isinstance(e, dict) for e in examples):
+        raise bad_request("send 'examples': a non-empty list of objects, one per row, keyed by input name")
+    if not isinstance(context, dict):
+        raise bad_request("'context' must be an object keyed by input name")
+    feeds = {}
+    for spec in model.inputs:
+        name = spec["name"]
+        if -1 in spec["shape"][1:]:
+            raise bad_request(f"input {name!r} has a variable length: use :predict")
+        values = [example.get(name, context.get(name)) for example in examples]
+        if any(value is None for value in values):
+            raise bad_request(f"missing input {name!r} in an example (and not in 'context')")
+        dtype = V2_DATATYPES[spec["datatype"]]
+        shape = expected_shape(spec, len(values))
+        feeds[name] = check_finite(name, to_array(name, values, dtype, shape, booleans=booleans))
+    return feeds

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from serve.errors import ScoringError
 from serve.handling import JSON_TYPES, infer, max_values, read_body, repository
+from serve.outputs import kind_parameters
 from serve.repository import LoadedModel
 from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 
@@ -46,7 +47,7 @@ def model_metadata(model: LoadedModel) -> dict:
             "version": str(model.version),
             "sha256": model.metadata.get("sha256"),
             # what the first output means (export's output kinds), where the repository metadata says it
-            **{key: model.metadata[key] for key in ("kind", "threshold") if key in model.metadata},
+            **kind_parameters(model.metadata),
         },
     }
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from serve.outputs import KINDS
+
 # KServe V2 datatypes and their little-endian numpy forms: what a version may declare and a request send.
 V2_DATATYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype("bool"),
@@ -72,6 +74,14 @@ def check_version(metadata: Any, session: Any) -> dict:
     classes = metadata.get("classes", [])
     if not isinstance(classes, list) or not all(isinstance(label, str) for label in classes):
         raise InvalidVersion("metadata 'classes' must be a list of strings")
+    kinds = metadata.get("output_kinds", ["probabilities"] * len(outputs))
+    if not isinstance(kinds, list) or len(kinds) != len(outputs) or any(k not in KINDS for k in kinds):
+        raise InvalidVersion(f"metadata 'output_kinds' must list one of {', '.join(KINDS)} per output")
+    if metadata.get("kind", KINDS[0]) not in KINDS:
+        raise InvalidVersion(f"metadata 'kind' must be one of {', '.join(KINDS)}")
+    threshold = metadata.get("threshold", 0.5)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        raise InvalidVersion("metadata 'threshold' must be a number from 0 to 1")
     agree(inputs, session.get_inputs(), "input")
     agree(outputs, session.get_outputs(), "output")
     return metadata

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
+from serve import outputs
 from serve.errors import bad_request
 from serve.handling import infer, metrics, read_json, repository, require_json
 from serve.openapi import document
+from serve.repository import LoadedModel
 from serve.tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
@@ -56,17 +58,30 @@ def score() -> Response:
     values = check_finite(
         spec["name"], to_array(spec["name"], body["features"], np.dtype("<f4"), [1, *spec["shape"][1:]])
     )
-    probabilities = infer(model, {spec["name"]: values}, "score")[model.outputs[0]["name"]][0]
-    best = int(np.argmax(probabilities))
-    classes = model.classes or [str(i) for i in range(len(probabilities))]
-    return jsonify(
-        model=model.name,
-        version=model.version,
-        **{"class": best},
-        label=classes[best],
-        probabilities=[round(float(p), 7) for p in probabilities],
-        classes=classes,
-    )
+    first = infer(model, {spec["name"]: values}, "score")[model.outputs[0]["name"]]
+    return jsonify(model=model.name, version=model.version, **answer(model, first))
+
+
+def answer(model: LoadedModel, first: np.ndarray) -> dict:
+    """One row's answer by the model's kind (serve/outputs.py): the class, its label and the
+    probabilities; the labels above 0.5 (multilabel); or the values (regression)."""
+    kind = model.kind
+    if kind == "values":
+        return {"kind": kind, "values": [float(v) for v in first[0]]}
+    classes = model.classes or outputs.default_classes(kind, first.shape[1])
+    q = outputs.probabilities(kind, first)
+    rounded = [round(float(p), 7) for p in q[0]]
+    if not outputs.one_class(kind):
+        labels = outputs.labels_above(q, classes, outputs.threshold_of(model.metadata))[0]
+        return {"kind": kind, "labels": labels, "probabilities": rounded, "classes": classes}
+    best = int(outputs.classes_of(kind, q)[0])
+    return {
+        "kind": kind,
+        "class": best,
+        "label": classes[best],
+        "probabilities": rounded,
+        "classes": classes,
+    }
 
 
 @blueprint.get("/metrics")

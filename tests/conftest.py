@@ -37,6 +37,21 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def user_models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Every output kind written and trained as users do (tests/user_models.py), saved as `.keras` and
+    as legacy `.h5`: {(case, "keras" or "h5"): path}."""
+    from tests import user_models as cases
+
+    directory = tmp_path_factory.mktemp("user_models")
+    paths = {}
+    for name, case in cases.CASES.items():
+        for fmt in ("keras", "h5"):
+            model = cases.trained(case, legacy=fmt == "h5")
+            paths[name, fmt] = cases.save(model, case, directory / f"{name}_{fmt}", legacy=fmt == "h5")
+    return paths
+
+
+@pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server on a Unix socket, for the whole session (skipped if not installed)."""
     from tests.postgres_server import start_server

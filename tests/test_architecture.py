@@ -11,8 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BACK_ENDS = ["export/duckdb", "export/postgres", "export/oracle", "export/lowering.py", "export/ir.py"]
+BACK_ENDS += ["export/kinds.py", "export/codegen.py"]
 FRONT_END = ["export/keras_frontend.py", "export/frontend_recurrent.py", "export/frontend_convolution.py"]
 FRONT_END += ["export/frontend_normalization.py", "export/lowering.py", "export/passes.py"]
+FRONT_END += ["export/frontend_outputs.py", "export/kinds.py"]
 FRONT_END_FILES = [Path(p) for p in FRONT_END if "frontend" in p]
 
 

@@ -10,12 +10,16 @@ from export import cli
 from export.duckdb.generator import CAPABILITIES
 
 DESCRIPTION = """\
-Compile a trained Keras classifier into a DuckDB database file. Weights go into nnsql.tensors; scoring
+Compile a trained Keras model into a DuckDB database file. Weights go into nnsql.tensors; scoring
 runs inside DuckDB as macros in the schema NAME, usable from any DuckDB client with no Python loaded:
 
-  SELECT NAME.score(features) FROM t;          -- predicted class index
+  SELECT NAME.score(features) FROM t;          -- predicted class index (one sigmoid unit: p > 0.5)
   SELECT NAME.predict_proba(features) FROM t;  -- class probabilities
   SELECT NAME.label(features) FROM t;          -- predicted class label
+  SELECT NAME.predict(features) FROM t;        -- what model.predict returns (a regression's values)
+
+What the output means (probabilities, binary, multilabel, logits, values) is read from the model and
+printed; --output chooses it instead (docs/output-kinds.md).
 
 Each export adds a version (see nnsql.models), checks parity against TensorFlow on sample rows, and
 switches to it in one transaction; a failed export leaves the previous version scoring."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from export import ir
+from export import ir, kinds
 from export.codegen import Dialect, Generator, render_template
 from export.duckdb import fusion
 from export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
@@ -365,20 +365,65 @@ class DuckDBGenerator(Generator):
         # with [1] would run the subquery again for every row)
         return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {chain})[1])"
 
-    def first_output(self) -> str:
-        """The probabilities score() and label() read: the first output's."""
-        whole = f"{self.name}.predict_proba({', '.join(spec.name for spec in self.graph.inputs)})"
-        if not self.graph.outputs:
-            return whole
-        return f"list_slice({whole}, 1, {self.graph.outputs[0].stop})"
+    def function(self, function: str) -> str:
+        """`<name>.<function>(<inputs>)`."""
+        return f"{self.name}.{function}({', '.join(spec.name for spec in self.graph.inputs)})"
+
+    def first_probabilities(self, p: str) -> str:
+        """The first output's probabilities from predict's value `p` (codegen.Answering's steps)."""
+        a = self.answering
+        value = f"list_slice({p}, 1, {a.first_size})" if a.several else p
+        for step in a.steps:
+            if step != "complement":
+                value = apply_activation(value, step)
+                continue
+            pair = "CASE WHEN _nn_p IS NULL THEN NULL ELSE [1.0 - _nn_p[1], _nn_p[1]] END"
+            value = f"list_transform([{value}], lambda _nn_p: {pair})[1]"
+        return value
+
+    def read_probabilities(self) -> str:
+        """What score and labels read: predict_proba, or with several outputs the first one's."""
+        if self.answering.several:
+            return self.first_probabilities(self.function("predict"))
+        return self.function("predict_proba")
+
+    def body_of(self, function: str) -> str:
+        """The expression of one function users query (codegen.Answering says which answer)."""
+        a = self.answering
+        if not a.answers(function):
+            return f"error({literal(a.refusals[function])})"
+        if function == "predict_proba":
+            predicted = self.function("predict")
+            return predicted if a.several else self.first_probabilities(predicted)
+        if function == "predict_logits":
+            return self.function("predict")
+        q = self.read_probabilities()
+        if function == "score" and a.two_columns:  # NULL stays NULL: a comparison with NULL is NULL
+            return f"list_transform([{q}], lambda _nn_q: (_nn_q[2] > {kinds.THRESHOLD})::INTEGER)[1]"
+        if function == "score":
+            return f"list_transform([{q}], lambda _nn_q: list_position(_nn_q, list_max(_nn_q)) - 1)[1]"
+        if function == "label":
+            return f"{self.name}.classes()[{self.function('score')} + 1]"
+        above = "list_filter(range(1, len(_nn_q) + 1), lambda _nn_i: _nn_q[_nn_i] > threshold)"
+        return f"list_select({self.name}.classes(), list_transform([{q}], lambda _nn_q: {above})[1])"
+
+    def functions(self) -> list[tuple[str, str, str, str]]:
+        """(comment, name, parameters, body) of every function users query beside predict, in order."""
+        arguments = ", ".join(spec.name for spec in self.graph.inputs)
+        result = []
+        for function in ("predict_proba", "predict_logits", "score", "label", "labels"):
+            parameters = f"{arguments}, threshold := {kinds.THRESHOLD}" if function == "labels" else arguments
+            body = self.body_of(function)
+            result.append((self.answering.comment(function), function, parameters, body))
+        return result
 
     def render(self) -> str:
         context = self.context()
         context.update(
             params=list(self.params()),
             body=self.body(),
-            n_classes=self.graph.n_classes,
-            first_output=self.first_output(),
+            n_classes=self.graph.first_size,
+            functions=self.functions(),
         )
         return wrap(render_template(TEMPLATES, "model.sql.j2", context))
 

@@ -148,7 +148,7 @@ class DuckDBStore(RegistryStore):
         arguments = ", ".join(inputs)
         with self.registered(table) as relation:
             result = self.con.execute(
-                f"SELECT {name}.predict_proba({arguments}) AS p FROM {relation} ORDER BY _nn_row"
+                f"SELECT {name}.predict({arguments}) AS p FROM {relation} ORDER BY _nn_row"
             ).to_arrow_table()
         column = result.column("p").combine_chunks()
         return np.asarray(column.flatten(), dtype=np.float64).reshape(len(table), -1)
@@ -156,7 +156,7 @@ class DuckDBStore(RegistryStore):
     def failure(self, name: str, inputs: dict[str, np.ndarray], error: duckdb.Error) -> ScoringFailure:
         """The first sample row that raises, scored alone in an in-memory database holding the staged
         version (each query its own transaction there), with the database's message."""
-        function = f"{name}.predict_proba"
+        function = f"{name}.predict"
         if self.staged is None:
             return ScoringFailure(0, function, first_line(error))
         scratch = DuckDBStore(":memory:", progress=False)
@@ -171,6 +171,15 @@ class DuckDBStore(RegistryStore):
         finally:
             scratch.close()
         return ScoringFailure(0, function, first_line(error))
+
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]:
+        arguments = ", ".join(inputs)
+        calls = ", ".join(f"{name}.{function}({arguments})" for function in functions)
+        with self.registered(feature_table(inputs)) as relation:
+            rows = self.con.execute(f"SELECT {calls} FROM {relation} ORDER BY _nn_row").fetchall()
+        return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = feature_table({"features": features}).append_column(

@@ -11,26 +11,33 @@ import numpy as np
 
 from export import budget, cli, ir, parity
 from export.errors import ExportError
+from export.frontend_outputs import output_kinds
 from export.keras_frontend import is_legacy, load_model, read_metadata
+from export.kinds import check_classes
 from export.model_limits import DEFAULT_LIMITS, Limits
 from export.names import check_model_name
 from export.onnx.capabilities import CAPABILITIES
 from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
-from export.pipeline import expectations, joined
+from export.pipeline import describe_kind, expectations, joined
 from export.samples import SampleSet
+from serve import outputs as scorer
 
 TARGET = "onnx"
+# The first output's name, by its kind: what HTTP clients ask for.
+OUTPUT_NAMES = {"logits": "logits", "values": "values"}
 OUTPUT_NAME = "probabilities"
 DESCRIPTION = """\
-Convert a trained Keras classifier to ONNX with Keras's own exporter (tf2onnx underneath), check it
-with onnxruntime against Keras on sample rows (max |dp| <= 1e-5, same argmax) and publish it as
-REPO/NAME/<next version>/model.onnx with metadata.json (inputs, outputs, classes, sha256, parity).
-A version that fails the check is never published. Serve the repository with `python -m serve`."""
+Convert a trained Keras model to ONNX with Keras's own exporter (tf2onnx underneath), check it with
+onnxruntime against Keras on sample rows (max |d| <= 1e-5, and the scorer's classes and labels against
+a Keras user's: argmax, p > 0.5) and publish it as REPO/NAME/<next version>/model.onnx with
+metadata.json (inputs, outputs, output kinds, classes, sha256, parity). A version that fails the check
+is never published. Serve the repository with `python -m serve`."""
 
 
-def convert(model, path: Path, opset: int | None = None) -> None:
-    """Keras's ONNX export, then the output renamed to 'probabilities' for the HTTP clients. `opset`
-    pins the ONNX opset (a runtime older than ours needs one it implements); None: the converter's."""
+def convert(model, path: Path, opset: int | None = None, kind: str = "probabilities") -> None:
+    """Keras's ONNX export, then the first output renamed for the HTTP clients ('probabilities', or
+    'logits' or 'values' by its kind). `opset` pins the ONNX opset (a runtime older than ours needs one
+    it implements); None: the converter's."""
     import onnx
 
     from export.onnx.tf2onnx_ops import fix_transposed_padding, register
@@ -47,7 +54,8 @@ def convert(model, path: Path, opset: int | None = None) -> None:
         raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
     graph_model = onnx.load(str(path))
     fix_transposed_padding(graph_model)
-    renamed = dict(zip((o.name for o in graph_model.graph.output), output_names(model), strict=True))
+    names = output_names(model, kind)
+    renamed = dict(zip((o.name for o in graph_model.graph.output), names, strict=True))
     for node in graph_model.graph.node:
         node.output[:] = [renamed.get(name, name) for name in node.output]
     for output in graph_model.graph.output:
@@ -56,10 +64,10 @@ def convert(model, path: Path, opset: int | None = None) -> None:
     onnx.save(graph_model, str(path))
 
 
-def output_names(model) -> list[str]:
-    """The first output is 'probabilities' (what HTTP clients ask for); others keep their Keras names,
-    made unique (they reach clients as data, in responses and the repository document)."""
-    names = [OUTPUT_NAME]
+def output_names(model, kind: str = "probabilities") -> list[str]:
+    """The first output is named by its kind (what HTTP clients ask for); others keep their Keras
+    names, made unique (they reach clients as data, in responses and the repository document)."""
+    names = [OUTPUT_NAMES.get(kind, OUTPUT_NAME)]
     for index, keras_name in enumerate(getattr(model, "output_names", [])[1:], start=1):
         name = str(keras_name) if str(keras_name) and str(keras_name) not in names else f"output_{index}"
         names.append(name)
@@ -116,6 +124,39 @@ def batch_predict(session, inputs: dict[str, np.ndarray], start: int, stop: int)
     return session_predict(session, budget.rows_of(inputs, start, stop))
 
 
+@dataclass(frozen=True)
+class Meaning:
+    """What the first output means (export/kinds.py) and its labels: how the scorer's answers are read."""
+
+    kind: str
+    units: int
+    classes: tuple[str, ...]
+    several: bool
+
+    def checks(
+        self,
+        wanted: np.ndarray,
+        onnx_scores: np.ndarray,
+        tolerance: float,
+        allowed: np.ndarray | None = None,
+    ) -> tuple[parity.AnswerCheck, ...]:
+        """What the scorer answers from onnxruntime's values (serve/outputs.py: the class, label or labels
+        and probabilities it returns) against a Keras user's reading of what they are compared with
+        (Keras's values; the float64 reference on rows at scale, within `allowed`)."""
+        answered = scorer.answers(self.kind, onnx_scores[:, : self.units], list(self.classes))
+        asked = {f: answered[f] for f in parity.questions(self.kind, several_outputs=self.several)}
+        first = wanted[:, : self.units]
+        return parity.check_answers(
+            self.kind,
+            first,
+            self.classes,
+            asked,
+            tolerance,
+            several_outputs=self.several,
+            allowed=allowed,
+        )
+
+
 def check_parity(
     path: Path,
     sets: list[Samples],
@@ -123,10 +164,11 @@ def check_parity(
     tolerance: float,
     limits: budget.Budget,
     progress: bool,
+    meaning: Meaning,
 ) -> tuple[parity.ParityReport, str]:
     """onnxruntime's scores of each sample set against what it is compared with (Samples.expected), within
-    the parity budget; raises ParityError on a disagreement. Returns the last set's report and its sample
-    source."""
+    the parity budget, and what the scorer answers from them against a Keras user's reading (`meaning`);
+    raises ParityError on a disagreement. Returns the last set's report and its sample source."""
     session = load_session(path)
     for each, (wanted, allowed) in zip(sets, expected, strict=True):
         samples = each.rows
@@ -139,6 +181,8 @@ def check_parity(
         )
         scored = None if allowed is None else allowed[: outcome.rows]
         report = parity.compare(wanted[: outcome.rows], actual, tolerance, scored)
+        checks = meaning.checks(wanted[: outcome.rows], actual, tolerance, scored)
+        report = replace(report, answers=checks)
         parity.require(report, TARGET)
     return report, outcome.describe(samples.source)
 
@@ -170,12 +214,20 @@ class Samples:
         return expectations(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32)
 
 
-def sample_sets(model, rows: int, metadata: dict, samples_file: Path | None = None) -> list[Samples]:
+def sample_sets(
+    model,
+    rows: int,
+    metadata: dict,
+    samples_file: Path | None = None,
+    kinds: tuple[str, ...] | None = None,
+    classes: tuple[str, ...] | None = None,
+) -> list[Samples]:
     from export.keras_frontend import to_ir
     from export.samples import sample_inputs
 
     try:
-        graph = to_ir(model, target=TARGET, classes=tuple(metadata.get("classes", ())))
+        labels = tuple(metadata.get("classes", ())) if classes is None else classes
+        graph = to_ir(model, target=TARGET, classes=labels, kinds=kinds)
     except ExportError:  # a shape or layer our IR lacks: ONNX may still convert it; seeded random rows
         if samples_file is not None:
             raise ExportError("--samples needs a model the exporter's IR reads; this one is not") from None
@@ -224,18 +276,28 @@ def export(
     progress: bool = False,
     trust_code: bool = False,
     size_limits: Limits = DEFAULT_LIMITS,
+    output: str | None = None,
+    classes: tuple[str, ...] = (),
 ) -> tuple[int, parity.ParityReport]:
     check_model_name(name)
     model = load_model(model_path, trust_code=trust_code, limits=size_limits)
     metadata = read_metadata(model_path)
-    sets = sample_sets(model, rows, metadata, samples_file)
+    read = output_kinds(model, model_path, output)
+    kind, units = read.kinds[0], int(model.outputs[0].shape[-1])
+    labels = check_classes(kind, units, classes or tuple(metadata.get("classes", ())))
+    if read.note:
+        print(f"note: {read.note}", file=sys.stderr)
+    print(describe_kind(kind, read.evidence))
+    sets = sample_sets(model, rows, metadata, samples_file, read.kinds, labels)
     # before the export, which needs a called model
     expected = [each.expected(keras_predict(model, each.rows), tolerance) for each in sets]
     with staging(repo, name) as staged:
-        convert(model, staged / MODEL_FILE)
+        convert(model, staged / MODEL_FILE, kind=kind)
         limits = budget.Budget(seconds=parity_seconds)
-        report, sample_source = check_parity(staged / MODEL_FILE, sets, expected, tolerance, limits, progress)
-        n_out = int(model.outputs[0].shape[-1])
+        meaning = Meaning(kind, units, labels, len(model.outputs) > 1)
+        report, sample_source = check_parity(
+            staged / MODEL_FILE, sets, expected, tolerance, limits, progress, meaning
+        )
         document = {
             "inputs": [
                 {"name": t.name, "datatype": "FP32", "shape": [-1, *[dimension(d) for d in t.shape[1:]]]}
@@ -243,9 +305,10 @@ def export(
             ],
             "outputs": [
                 {"name": name, "datatype": "FP32", "shape": [-1, int(tensor.shape[-1])]}
-                for name, tensor in zip(output_names(model), model.outputs, strict=True)
+                for name, tensor in zip(output_names(model, kind), model.outputs, strict=True)
             ],
-            "classes": metadata.get("classes") or [str(i) for i in range(n_out)],
+            "output_kinds": list(read.kinds),
+            "classes": list(labels),
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),
             "parity": {**report.as_dict(), "sample_source": sample_source},
@@ -279,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.quiet,
             trust_code=request.trust_model_code,
             size_limits=request.limits,
+            output=request.output,
+            classes=request.classes,
         )
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")

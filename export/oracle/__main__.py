@@ -11,12 +11,13 @@ from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weigh
 from export.pipeline import load_test_split, prepare
 
 DESCRIPTION = """\
-Compile a trained Keras classifier into Oracle (19c to 23ai). Weights go into nnsql_tensors as
+Compile a trained Keras model into Oracle (19c to 23ai). Weights go into nnsql_tensors as
 UTL_NLA_ARRAY_FLT varrays (chunked above 1,000,000 values); each version is a generated package
 NAME_vN that runs the layers with UTL_NLA.BLAS_GEMV; the package NAME delegates to the active version:
 
   SELECT NAME.score(features) FROM NAME_testdata;            -- predicted class index
   SELECT NAME.predict_proba(features) FROM NAME_testdata;    -- probabilities (UTL_NLA_ARRAY_FLT)
+  SELECT NAME.predict(features) FROM NAME_testdata;          -- what model.predict returns
   SELECT * FROM TABLE(NAME.score_table(CURSOR(SELECT id, features FROM NAME_testdata)));  -- batch
 
 Live: python-oracledb thin mode (no Instant Client); the password comes from ORACLE_PASSWORD or a prompt,
@@ -84,6 +85,7 @@ def script_only(args, request) -> int:
     from export.oracle.script import write_scripts
 
     prepared = prepare(request, CAPABILITIES)
+    cli.say_kind(prepared)
     check_weights_finite(prepared.graph)
     data = load_test_split(prepared.metadata) if request.load_test_data else None
     written = write_scripts(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export import activations, ir
+from export import activations, ir, kinds
 from export.codegen import Dialect, render_template
 from export.errors import ExportError, InvalidName
 from export.names import check_model_name
@@ -145,6 +145,16 @@ PLSQL = Dialect(
 )
 
 
+# The functions users query beside predict, and what they return (export/kinds.py says which answer).
+FUNCTIONS = [
+    ("predict_proba", "UTL_NLA_ARRAY_FLT"),
+    ("predict_logits", "UTL_NLA_ARRAY_FLT"),
+    ("score", "NUMBER"),
+    ("label", "VARCHAR2"),
+    ("labels", "nnsql_labels"),
+]
+
+
 class OracleGenerator(ProceduralGenerator):
     """PL/SQL: the shared statements, with products as UTL_NLA BLAS calls and activations as procedures
     that work in place; every statement has one of the regular forms the test interpreter reads."""
@@ -233,8 +243,12 @@ class OracleGenerator(ProceduralGenerator):
             value_variables=[*self.values(), "v_chunk"],
             statements=self.statements(),
             output=self.var(self.graph.output),
-            # score's argmax runs over the first output (predict_proba joins several)
-            first_count=str(self.graph.outputs[0].stop) if self.graph.outputs else "p.COUNT",
+            functions=FUNCTIONS,
+            functions_all=[("predict", "UTL_NLA_ARRAY_FLT"), *FUNCTIONS],
+            refusals={function: literal(text) for function, text in self.answering.refusals.items()},
+            table_refusal=""
+            if kinds.one_class_per_row(self.graph.kind)
+            else literal(f"{self.name}.score_table: {kinds.refusal(self.name, self.graph.kind, 'score')}"),
             elementwise=[(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
         )
         return context

@@ -16,7 +16,7 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm import tqdm
 
-from export import parity
+from export import ir, kinds, parity
 from export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
 from export.pipeline import ExportRequest, Prepared, input_spec_json
 from export.sqltext import literal
@@ -87,8 +87,26 @@ def double_literal(value: float) -> str:
 
 
 def rows_block(
-    inputs: list[np.ndarray], expected: np.ndarray, allowed: np.ndarray, tolerance: float, package: str
+    inputs: list[np.ndarray],
+    expected: np.ndarray,
+    allowed: np.ndarray,
+    tolerance: float,
+    package: str,
+    *,
+    graph: ir.Graph | None = None,
 ) -> str:
+    """Per sample row: its inputs and the package's scores against what they are compared with (Keras's
+    values; the float64 reference on rows at scale) within the row's tolerance (`allowed`). With the
+    `graph`, `predict` is scored and each function its kind offers is checked against a Keras user's
+    answer (export/parity.py's questions and margins); without, `predict_proba` (the ONNX engine's
+    package)."""
+    several = bool(graph is not None and graph.outputs)
+    questions = parity.questions(graph.kind, several_outputs=several) if graph is not None else ()
+    ties = np.where(allowed > tolerance, 2 * allowed, parity.TIE_MARGIN)
+    if graph is not None:
+        answers = kinds.keras_answers(
+            graph.kind, expected[:, : graph.first_size], graph.classes, ties, several_outputs=several
+        )
     lines = []
     for row in range(len(expected)):
         for index, values in enumerate(inputs):
@@ -96,11 +114,18 @@ def rows_block(
             lines.extend(array_calls(values[row].ravel(), f"x{index}"))
         arguments = ", ".join(f"x{i}" for i in range(len(inputs)))
         expected_items = ", ".join(double_literal(p) for p in expected[row])
-        tie = 2 * allowed[row] if allowed[row] > tolerance else parity.TIE_MARGIN
+        function = "predict" if graph is not None else "predict_proba"
         lines.append(
-            f"    check_row({row + 1}, {package}.predict_proba({arguments}), "
-            f"UTL_NLA_ARRAY_DBL({expected_items}), {double_literal(allowed[row])}, {double_literal(tie)});"
+            f"    check_row({row + 1}, {package}.{function}({arguments}), "
+            f"UTL_NLA_ARRAY_DBL({expected_items}), {double_literal(allowed[row])}, "
+            f"{double_literal(ties[row])});"
         )
+        for function in questions:
+            if answers.undecided[function][row]:
+                continue
+            call = f"{package}.{function}({arguments})"
+            agrees = answer_condition(function, call, answers.answers[function][row], float(allowed[row]))
+            lines.append(f"    check_answer({row + 1}, '{function}', {agrees});")
     return "\n".join(lines)
 
 
@@ -120,6 +145,21 @@ def verify_rows(prepared: Prepared, tolerance: float) -> np.ndarray:
     return np.concatenate([ordinary, scaled]).astype(int)
 
 
+def doubles(values: Iterable[float]) -> str:
+    return f"UTL_NLA_ARRAY_DBL({', '.join(repr(float(v)) for v in values)})"
+
+
+def answer_condition(function: str, call: str, expected: object, tolerance: float) -> str:
+    """A PL/SQL condition: the function's answer equals the Keras user's (vectors within tolerance)."""
+    if function == "predict_proba":
+        return f"gap({call}, {doubles(expected)}) <= {tolerance!r}"  # type: ignore[arg-type]
+    if function == "labels":
+        return f"{call} = nnsql_labels({', '.join(literal(label) for label in expected)})"  # type: ignore[attr-defined]
+    if function == "label":
+        return f"{call} = {literal(str(expected))}"
+    return f"{call} = {int(expected)}"  # type: ignore[call-overload]
+
+
 def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generator: OracleGenerator) -> str:
     chosen = verify_rows(prepared, request.tolerance)
     rows = len(chosen)
@@ -127,22 +167,33 @@ def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generat
     inputs = [prepared.samples.inputs[spec.name][chosen] for spec in prepared.graph.inputs]
     declarations = "\n".join(f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(len(inputs)))
     environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined)
+    graph = prepared.graph
+    questions = parity.questions(graph.kind, several_outputs=bool(graph.outputs))
     return environment.get_template("verify_and_switch.sql.j2").render(
         header=HEADER,
         append=APPEND,
         declarations=declarations,
         rows_block=rows_block(
-            inputs, prepared.expected[chosen], allowed[chosen], request.tolerance, generator.package
+            inputs,
+            prepared.expected[chosen],
+            allowed[chosen],
+            request.tolerance,
+            generator.package,
+            graph=graph,
         ),
         rows=rows,
         tolerance=repr(request.tolerance),
+        questions=", ".join(questions) or "none",
+        kind=graph.kind,
+        kind_literal=literal(graph.kind),
+        rule=kinds.KINDS[graph.kind].rule,
         name=generator.name,
         name_literal=literal(generator.name),
         version=generator.version,
         package=generator.package,
-        sha256=literal(prepared.graph.sha256()),
-        input_spec=literal(input_spec_json(prepared.graph)),
-        classes=literal(json.dumps(list(prepared.graph.classes))),
+        sha256=literal(graph.sha256()),
+        input_spec=literal(input_spec_json(graph)),
+        classes=literal(json.dumps(list(graph.classes))),
         source=literal(str(request.model_path)),
         metadata=literal(json.dumps(prepared.metadata)),
         sample_source=literal(f"{prepared.samples.source} ({rows} of them scored by the script)"),

@@ -192,26 +192,39 @@ class OracleStore(RegistryStore):
             self.execute(statement)
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        rows = self.query_samples(inputs, ("predict",))
+        return np.array([row[0] for row in rows], dtype=np.float64)
+
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]:
+        rows = self.query_samples(inputs, functions)
+        return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
+
+    def query_samples(self, inputs: dict[str, np.ndarray], functions: tuple[str, ...]) -> list[list[Any]]:
+        """The staged package's `functions` on every sample row, one SELECT per row; collections
+        (probabilities, labels) as lists."""
         assert self.generator is not None
         names = list(inputs)
         placeholders = ", ".join(f":{i + 1}" for i in range(len(names)))
+        calls = ", ".join(f"{self.generator.package}.{function}({placeholders})" for function in functions)
         rows = []
         with self.con.cursor() as cursor:
             for row in range(len(inputs[names[0]])):
                 values = [
                     self.array_type.newobject([float(v) for v in inputs[n][row].ravel()]) for n in names
                 ]
-                function = f"{self.generator.package}.predict_proba"
                 try:
-                    cursor.execute(f"SELECT {function}({placeholders}) FROM dual", values)
+                    cursor.execute(f"SELECT {calls} FROM dual", values)
                 except self.oracledb.DatabaseError as error:
-                    raise ScoringFailure(row, function, first_line(error)) from None
-                rows.append(cursor.fetchone()[0].aslist())
-        return np.array(rows, dtype=np.float64)
+                    raise ScoringFailure(row, calls.split("(")[0], first_line(error)) from None
+                fetched = cursor.fetchone()
+                rows.append([v.aslist() if hasattr(v, "aslist") else v for v in fetched])
+        return rows
 
     def activate(self, record: VersionRecord) -> None:
         assert self.generator is not None
-        self.insert(self.models_table, self.registry_row(record, active=False))
+        self.update_row(record, active=False)  # the verified figures, before the switch
         self.con.commit()
         for statement in sql_statements(self.generator.dispatch_spec() + self.generator.dispatch_body()):
             self.execute(statement)  # the switch

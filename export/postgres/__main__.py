@@ -10,13 +10,17 @@ from export.postgres.generator import CAPABILITIES
 from export.postgres.kernels import CHOICES
 
 DESCRIPTION = """\
-Compile a trained Keras classifier into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
+Compile a trained Keras model into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
 scoring runs as functions in the schema NAME, with no superuser (managed PostgreSQL works):
 
-  SELECT NAME.score(features) FROM images;          -- predicted class index
+  SELECT NAME.score(features) FROM images;          -- predicted class index (one sigmoid unit: p > 0.5)
   SELECT NAME.predict_proba(features) FROM images;  -- class probabilities (float8[])
   SELECT NAME.label(features) FROM images;          -- predicted class label
+  SELECT NAME.predict(features) FROM images;        -- what model.predict returns (a regression's values)
   SELECT * FROM NAME.score_table('images', 'id', 'features');  -- (id, score, probabilities) per row
+
+What the output means (probabilities, binary, multilabel, logits, values) is read from the model and
+printed; --output chooses it instead (docs/output-kinds.md).
 
 --kernel chooses how products are computed (default auto: the fastest this role may use):
   plpython  numpy in the server: fastest; plpython3u needs a superuser and numpy on the server

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from export import activations, ir
+from export import activations, ir, kinds
 from export.codegen import Dialect, render_template
 from export.postgres.plpython import PlPythonGenerator
 from export.procedural import ProceduralGenerator
@@ -143,19 +143,100 @@ class PostgresGenerator(ProceduralGenerator):
             for role, _ in node.weights():
                 yield f"{weight_variable(node, role)} real[]"
 
+    def function(self, function: str) -> str:
+        return f"{self.name}.{function}({', '.join(spec.name for spec in self.graph.inputs)})"
+
+    def first_probabilities(self) -> str:
+        """An expression: the first output's probabilities from predict (codegen.Answering's steps).
+        [1 - p, p] reads p twice, so p is computed once in a subquery that OFFSET 0 keeps whole."""
+        a = self.answering
+        value = self.function("predict")
+        if a.several:
+            value = f"({value})[1:{a.first_size}]"
+        for step in a.steps:
+            if step != "complement":
+                value = f"nnsql.activate({value}, {literal(step)})"
+                continue
+            pair = "CASE WHEN s.p IS NULL THEN NULL ELSE ARRAY[1 - s.p[1], s.p[1]] END"
+            value = f"(SELECT {pair} FROM (SELECT {value} AS p OFFSET 0) AS s)"
+        return value
+
+    def probabilities_read(self) -> str:
+        """What score and labels read: predict_proba, or with several outputs the first one's."""
+        return self.first_probabilities() if self.answering.several else self.function("predict_proba")
+
+    def decision(self, q: str) -> str:
+        """score from the probabilities `q`: 1 when p > 0.5 (NULL stays NULL), or the argmax."""
+        if self.answering.two_columns:
+            return f"(({q})[2] > {kinds.THRESHOLD})::integer"
+        return f"nnsql.argmax({q})"
+
+    def body_of(self, function: str) -> str:
+        """The SELECT of one function users query (codegen.Answering says which answer)."""
+        a = self.answering
+        if function == "predict_proba":
+            return f"SELECT {self.function('predict') if a.several else self.first_probabilities()}"
+        if function == "predict_logits":
+            return f"SELECT {self.function('predict')}"
+        if function == "score":
+            return f"SELECT {self.decision(self.probabilities_read())}"
+        if function == "label":
+            return f"SELECT ({self.name}.classes())[{self.function('score')} + 1]"
+        above = (
+            f"ARRAY(SELECT t.label FROM unnest({self.name}.classes(), s.q) WITH ORDINALITY AS t(label, p, i) "
+            "WHERE t.p > threshold ORDER BY t.i)"
+        )
+        return (
+            f"SELECT CASE WHEN s.q IS NULL THEN NULL ELSE {above} END "
+            f"FROM (SELECT {self.probabilities_read()} AS q OFFSET 0) AS s"
+        )
+
+    def refusal(self, function: str) -> str:
+        message = literal(self.answering.refusals[function])
+        return f"BEGIN RAISE EXCEPTION {message} USING ERRCODE = 'feature_not_supported'; END"
+
+    def functions(self) -> list[dict[str, str]]:
+        """Every function users query beside predict, in an order where each reads only earlier ones."""
+        parameters = ", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs)
+        returns = {"score": "integer", "label": "text", "labels": "text[]"}
+        result = []
+        for function in ("predict_proba", "predict_logits", "score", "label", "labels"):
+            answers = self.answering.answers(function)
+            result.append(
+                {
+                    "name": function,
+                    "comment": self.answering.comment(function),
+                    "parameters": parameters
+                    + (f", threshold float8 DEFAULT {kinds.THRESHOLD}" if function == "labels" else ""),
+                    "returns": returns.get(function, "float8[]"),
+                    "language": "sql" if answers else "plpgsql",
+                    "body": in_body(self.body_of(function) if answers else self.refusal(function)),
+                }
+            )
+        return result
+
+    def table_score(self) -> str:
+        """score_table's class from the column s.p (predict_proba), written out: its caller needs no
+        access to schema nnsql. With several outputs s.p is every output joined: the first is read."""
+        a = self.answering
+        if a.two_columns and not a.several:
+            return f"(s.p[2] > {kinds.THRESHOLD})::integer"
+        if a.two_columns:  # the first output's one value: p > 0.5, or a logit above 0 (sigmoid > 0.5)
+            return f"(s.p[1] > {0 if a.kind == 'logits' else kinds.THRESHOLD})::integer"
+        first = f"s.p[1:{a.first_size}]" if a.several else "s.p"
+        return f"array_position({first}, (SELECT max(e) FROM unnest({first}) AS e)) - 1"
+
     def render(self) -> str:
         context = self.context()
-        # the first output of predict_proba's joined outputs, if several: what score() reads
-        subscript = f"[1:{self.graph.outputs[0].stop}]" if self.graph.outputs else ""
-        arguments = context["arguments"]
         context.update(
             parameters=", ".join(f"{spec.name} float8[]" for spec in self.graph.inputs),
             single_input=len(self.graph.inputs) == 1,
-            first_slice=subscript,
-            first_output=f"({self.name}.predict_proba({arguments})){subscript}"
-            if subscript
-            else f"{self.name}.predict_proba({arguments})",
-            # what calls predict_proba may run in a parallel worker only if predict_proba may
+            functions=self.functions(),
+            table_score=self.table_score(),
+            table_refusal=""
+            if kinds.one_class_per_row(self.graph.kind)
+            else literal(f"{self.name}.score_table: {kinds.refusal(self.name, self.graph.kind, 'score')}"),
+            # what calls predict may run in a parallel worker only if predict may
             parallel="UNSAFE" if self.plpython else "SAFE",
             variables=list(self.variables()),
             checks=[in_body(check) for check in context["checks"]],

@@ -1,6 +1,6 @@
 """IR → the optional PL/Python + numpy fast path for PostgreSQL.
 
-The same `<name>.predict_proba(float8[])`, written in plpython3u: the weights are read from nnsql.tensors
+The same `<name>.predict(float8[])`, written in plpython3u: the weights are read from nnsql.tensors
 once per session into the function's static dictionary (SD) and each call is a few numpy operations.
 Needs the plpython3u extension (an untrusted language: a superuser creates it and owns the function) and
 numpy in the server's Python. Each IR value is a float64 numpy array; each node is one statement.

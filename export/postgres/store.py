@@ -229,6 +229,20 @@ class PostgresStore(RegistryStore):
         )
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        rows = self.query_samples(name, inputs, ("predict",))
+        return np.array([row[0] for row in rows], dtype=np.float64)
+
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]:
+        rows = self.query_samples(name, inputs, functions)
+        return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
+
+    def query_samples(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> list[tuple[Any, ...]]:
+        """`functions` of the model called on every sample row, in row order (COPY into a temporary
+        table, one SELECT)."""
         n_rows = len(next(iter(inputs.values())))
         columns = sql.SQL(", ").join(sql.SQL("{} float8[]").format(sql.Identifier(c)) for c in inputs)
         self.con.execute(
@@ -242,16 +256,18 @@ class PostgresStore(RegistryStore):
             for i in range(n_rows):
                 copy.write_row([i, *(flat[key][i].tolist() for key in flat)])
         arguments = sql.SQL(", ").join(sql.Identifier(c) for c in inputs)
-        query = sql.SQL("SELECT {}.predict_proba({}) FROM _nn_samples").format(
-            sql.Identifier(name), arguments
+        calls = sql.SQL(", ").join(
+            sql.SQL("{}.{}({})").format(sql.Identifier(name), sql.Identifier(function), arguments)
+            for function in functions
         )
+        query = sql.SQL("SELECT {} FROM _nn_samples").format(calls)
         try:
             with self.con.transaction():  # a savepoint: a row that raises is then found alone
                 rows = self.con.execute(query + sql.SQL(" ORDER BY _nn_row")).fetchall()
         except psycopg.Error:
             raise self.failure(query, n_rows) from None
         self.con.execute("DROP TABLE _nn_samples")
-        return np.array([row[0] for row in rows], dtype=np.float64)
+        return rows
 
     def failure(self, query: sql.Composed, n_rows: int) -> ScoringFailure:
         """The first sample row that raises, each tried in a savepoint, with where it raised."""

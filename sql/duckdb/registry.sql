@@ -14,11 +14,14 @@ CREATE TABLE IF NOT EXISTS nnsql.models (
     metadata                 VARCHAR,             -- JSON written by training, if any
     parity_rows              INTEGER   NOT NULL,
     parity_max_abs_diff      DOUBLE    NOT NULL,  -- max |p_duckdb - p_tensorflow|
-    parity_argmax_agreement  DOUBLE    NOT NULL,
+    parity_argmax_agreement  DOUBLE    NOT NULL,  -- share of answers (score, label, labels) agreeing
     parity_tolerance         DOUBLE    NOT NULL,
     parity_sample_source     VARCHAR   NOT NULL,
+    output_kind              VARCHAR,             -- probabilities, binary, multilabel, logits or values
     PRIMARY KEY (name, version)
 );
+-- Registries of releases before output kinds (their versions are all probabilities).
+ALTER TABLE nnsql.models ADD COLUMN IF NOT EXISTS output_kind VARCHAR;
 
 -- One row per constant tensor, flattened row-major in the layout the generated macros read.
 CREATE TABLE IF NOT EXISTS nnsql.tensors (

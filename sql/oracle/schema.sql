@@ -19,9 +19,17 @@ BEGIN
             parity_argmax_agreement  BINARY_DOUBLE  NOT NULL,
             parity_tolerance         BINARY_DOUBLE  NOT NULL,
             parity_sample_source     VARCHAR2(400)  NOT NULL,
+            output_kind              VARCHAR2(20),
             CONSTRAINT nnsql_models_pk PRIMARY KEY (name, version)
         )]';
 EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
+END;
+/
+-- What a version's output means (probabilities, binary, multilabel, logits, values): registries made
+-- before output kinds gain the column (their versions are probabilities).
+BEGIN
+    EXECUTE IMMEDIATE 'ALTER TABLE nnsql_models ADD (output_kind VARCHAR2(20))';
+EXCEPTION WHEN OTHERS THEN IF SQLCODE != -1430 THEN RAISE; END IF;
 END;
 /
 BEGIN
@@ -46,6 +54,12 @@ END;
 /
 BEGIN
     EXECUTE IMMEDIATE q'[CREATE TYPE nnsql_score_tab AS TABLE OF nnsql_score_row]';
+EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
+END;
+/
+-- What NAME.labels returns: the labels of a multi-label model above the threshold (200 characters each).
+BEGIN
+    EXECUTE IMMEDIATE q'[CREATE TYPE nnsql_labels AS TABLE OF VARCHAR2(800)]';
 EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
 END;
 /

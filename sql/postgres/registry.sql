@@ -14,9 +14,10 @@ CREATE TABLE IF NOT EXISTS nnsql.models (
     metadata                 jsonb,                 -- written by training, if any
     parity_rows              integer     NOT NULL,
     parity_max_abs_diff      float8      NOT NULL,  -- max |p_postgres - p_tensorflow|
-    parity_argmax_agreement  float8      NOT NULL,
+    parity_argmax_agreement  float8      NOT NULL,  -- share of answers (score, label, labels) agreeing
     parity_tolerance         float8      NOT NULL,
     parity_sample_source     text        NOT NULL,
+    output_kind              text,                  -- probabilities, binary, multilabel, logits or values
     PRIMARY KEY (name, version)
 );
 
@@ -39,6 +40,11 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
                     WHERE attrelid = 'nnsql.models'::regclass AND attname = 'kernel' AND NOT attisdropped) THEN
         ALTER TABLE nnsql.models ADD COLUMN kernel text;
+    END IF;
+    -- What the output means (export/kinds.py); versions exported before hold probabilities.
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                    WHERE attrelid = 'nnsql.models'::regclass AND attname = 'output_kind' AND NOT attisdropped) THEN
+        ALTER TABLE nnsql.models ADD COLUMN output_kind text;
     END IF;
     -- Out of line and uncompressed: scoring functions read whole tensors on every call, and decompressing
     -- costs more than fetching (0.77 against 0.06 ms per call for MNIST's 784 x 100 layer, measured).

@@ -51,7 +51,7 @@ class DuckDBExecutor:
 
     def predict(self, name: str, x: np.ndarray) -> np.ndarray:
         rows = self.query(
-            f"SELECT {name}.predict_proba(f) FROM "
+            f"SELECT {name}.predict(f) FROM "
             "(SELECT unnest(?) AS f, generate_subscripts(?, 1) AS i) ORDER BY i",
             [x.reshape(len(x), -1).astype(np.float64).tolist()] * 2,
         )
@@ -62,9 +62,9 @@ class DuckDBExecutor:
         marks = ", ".join("?" * len(inputs))
         with duckdb.connect(str(self.db), read_only=True) as con:
             rows = [
-                con.execute(
-                    f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]
-                ).fetchone()[0]
+                con.execute(f"SELECT {name}.predict({marks})", [v.ravel().tolist() for v in row]).fetchone()[
+                    0
+                ]
                 for row in zip(*inputs, strict=True)
             ]
         return np.array(rows)
@@ -102,7 +102,7 @@ class PostgresExecutor:
 
     def predict(self, name: str, x: np.ndarray) -> np.ndarray:
         rows = self.query(
-            f"SELECT {name}.predict_proba(f::float8[]) FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY "
+            f"SELECT {name}.predict(f::float8[]) FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY "
             "AS t(j, i), LATERAL (SELECT array_agg(e::float8) AS f FROM jsonb_array_elements_text(j) e) a "
             "ORDER BY i",
             [psycopg.types.json.Jsonb(x.reshape(len(x), -1).astype(np.float64).tolist())],
@@ -114,9 +114,9 @@ class PostgresExecutor:
         marks = ", ".join(["%s::float8[]"] * len(inputs))
         with psycopg.connect(self.dsn) as con:
             rows = [
-                con.execute(
-                    f"SELECT {name}.predict_proba({marks})", [v.ravel().tolist() for v in row]
-                ).fetchone()[0]
+                con.execute(f"SELECT {name}.predict({marks})", [v.ravel().tolist() for v in row]).fetchone()[
+                    0
+                ]
                 for row in zip(*inputs, strict=True)
             ]
         return np.array(rows, dtype=np.float64)

@@ -17,6 +17,10 @@ The checks (`IF <condition> THEN RETURN NULL | RAISE_APPLICATION_ERROR(...) END 
 run as PL/SQL would: the package's helpers first_null, first_nonfinite and first_outside as their bodies
 define them, over the row as bound to a UTL_NLA_ARRAY_FLT (BINARY_FLOAT: a value beyond float32's range
 is infinite there).
+
+`answer` runs what users query beside predict: the first output's probabilities (their statements, in the
+same forms) and score, label or labels, each read from its generated text (the comparison and threshold
+as written, the class labels from the package's literals).
 """
 
 from __future__ import annotations
@@ -319,17 +323,19 @@ def holds(condition: str, row: dict[str, object]) -> bool:
 
 
 class PackageInterpreter:
-    """Runs `predict_proba` of a generated version package on one row at a time."""
+    """Runs `predict` (and, with `answer`, the functions users query) of a generated version package on one
+    row at a time."""
 
     def __init__(self, package_text: str, tensors: dict[tuple[str, int], np.ndarray]) -> None:
         loads = re.findall(r"load_tensor\('([\w.]+)', (\d+), (\w+)\);", package_text)
         self.globals = {variable: tensors[(tensor, int(chunk))] for tensor, chunk, variable in loads}
-        predict = package_text.split("FUNCTION predict_proba(", 2)[2]  # the body, after the declaration
+        predict = package_text.split("FUNCTION predict(", 2)[2]  # the body, after the declaration
         self.checks = CHECK.findall(predict.split("BEGIN", 1)[1].split("ensure_loaded;", 1)[0])
         body = package_text.split("-- begin network", 1)[1].split("-- end network", 1)[0]
         self.statements = [line.strip() for line in body.strip().splitlines() if line.strip()]
         self.output = found(r"-- end network\s+RETURN (\w+);", package_text)
-        signature = found(r"FUNCTION predict_proba\((.*?)\) RETURN", package_text)
+        signature = found(r"FUNCTION predict\((.*?)\) RETURN", package_text)
+        self.text = package_text.split("PACKAGE BODY", 1)[1]
         self.parameters = re.findall(r"(\w+) IN UTL_NLA_ARRAY_FLT", signature)
         self.gemv_calls: list[dict[str, str]] = []
         self.steps_run = self.steps_skipped = 0  # loop bodies run to the end, and ended by a mask
@@ -337,7 +343,7 @@ class PackageInterpreter:
         self.formulas = formulas(package_text)
 
     def run(self, inputs: dict[str, object]) -> np.ndarray | None:
-        """predict_proba of one row: its checks (None for RETURN NULL, PlsqlError for an error), then
+        """predict of one row: its checks (None for RETURN NULL, PlsqlError for an error), then
         the network."""
         for condition, outcome in self.checks:
             if not holds(condition, inputs):
@@ -352,6 +358,56 @@ class PackageInterpreter:
         env.update({name: binary_float(value) for name, value in inputs.items()})
         self.execute(self.statements, env)
         return env[self.output]
+
+    def probabilities(self, p: np.ndarray) -> np.ndarray:
+        """first_probabilities(p): its statements between the markers, run like the network's."""
+        body = self.text.split("-- begin probabilities", 1)[1].split("-- end probabilities", 1)[0]
+        env = {"p": p}
+        self.execute([line.strip() for line in body.strip().splitlines() if line.strip()], env)
+        return env["q"]
+
+    def function_text(self, function: str) -> str:
+        match = re.search(rf"FUNCTION {function}\(.*?END {function};", self.text, re.DOTALL)
+        assert match is not None, f"the package body has no function {function}"
+        return match[0]
+
+    def decide(self, q: np.ndarray) -> int:
+        """decide(q): `CASE WHEN q(2) > t THEN 1 ELSE 0 END`, or the argmax loop (`>`: the first best)."""
+        text = self.function_text("decide")
+        if threshold := re.search(r"RETURN CASE WHEN q\(2\) (>=?) ([\d.]+) THEN 1 ELSE 0 END;", text):
+            above = q[1] >= float(threshold[2]) if threshold[1] == ">=" else q[1] > float(threshold[2])
+            return int(above)
+        comparison = found(r"IF q\(i\) (>=?) q\(best\) THEN best := i;", text)
+        best = 0
+        for i in range(1, len(q)):
+            if q[i] > q[best] or (comparison == ">=" and q[i] == q[best]):
+                best = i
+        return best
+
+    def classes(self) -> list[str]:
+        listed = found(r"g_classes CONSTANT label_list := label_list\((.*?)\);\n", self.text)
+        return [value.replace("''", "'") for value in re.findall(r"'((?:[^']|'')*)'", listed)]
+
+    def answer(self, function: str, inputs: dict[str, object], threshold: float = 0.5) -> object:
+        """What `function` of the version package returns for one row; a refusing function raises
+        AssertionError with its message."""
+        text = self.function_text(function)
+        if refused := re.search(r"RAISE_APPLICATION_ERROR\(-20020, '(.*)'\);", text):
+            raise AssertionError(refused[1].replace("''", "'"))
+        p = self.run(inputs)
+        if p is None:  # a NULL input: every function returns NULL
+            return None
+        if function == "predict_proba":
+            return self.probabilities(p) if "first_probabilities(p)" in text else p
+        if function == "predict_logits":
+            return p
+        q = self.probabilities(p)
+        if function in ("score", "label"):
+            score = self.decide(q)
+            return score if function == "score" else self.classes()[score]
+        comparison = found(r"IF q\(i\) (>=?) threshold THEN", text)
+        chosen = q >= threshold if comparison == ">=" else q > threshold
+        return [label for label, keep in zip(self.classes(), chosen, strict=True) if keep]
 
     def execute(self, statements: list[str], env: dict) -> None:
         """Statements in order; a `FOR nn_t IN [REVERSE] 0 .. n LOOP` block runs its body per step."""
@@ -454,6 +510,9 @@ class PackageInterpreter:
             count = int(match[3])
             source = np.zeros(count, np.float32) if match[2].startswith("zeros(") else env[match[2]][:count]
             env[match[1]] = np.concatenate([env[match[1]], source]).astype(np.float32)
+        elif match := re.fullmatch(r"(\w+) := complement\((\w+)\);", statement):
+            p = env[match[2]][0]
+            env[match[1]] = np.array([np.float32(1) - p, p], dtype=np.float32)
         elif match := re.fullmatch(r"(\w+) := UTL_NLA_ARRAY_FLT\(\);", statement):
             env[match[1]] = np.zeros(0, np.float32)
         elif match := re.fullmatch(r"(\w+) := (\w+);", statement):

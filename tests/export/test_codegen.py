@@ -62,7 +62,7 @@ def test_every_check_raises_the_targets_error_form(generator):
     checks = list(generator(tiny_recurrent_graph(), "tiny", 1).checks())
     errors = [check for check in checks if "must have" in check or "NULL values" in check]
     assert len(errors) == 4  # length and nulls, for each of the two inputs
-    assert all("tiny.predict_proba: " in check for check in errors)
+    assert all("tiny: " in check for check in errors)
     form = {
         PostgresGenerator: "RAISE EXCEPTION",
         PlPythonGenerator: "plpy.error(",

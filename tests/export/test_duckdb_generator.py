@@ -14,6 +14,13 @@ def test_generated_sql_matches_golden_text():
     check_golden(DuckDBGenerator(tiny_graph(), "tiny", 3).render(), "duckdb_tiny.sql")
 
 
+def test_binary_macros_match_golden_text():
+    """One sigmoid unit: predict_proba is [1 - p, p], score is p > 0.5, labels refuses."""
+    from tests.golden.graphs import tiny_binary_graph
+
+    check_golden(DuckDBGenerator(tiny_binary_graph(), "sig", 1).render(), "duckdb_tiny_binary.sql")
+
+
 def test_generated_macros_compute_the_reference(tmp_path):
     graph = tiny_graph()
     store = DuckDBStore(tmp_path / "t.duckdb", progress=False)
@@ -50,7 +57,7 @@ def test_rendered_script_is_idempotent(tmp_path):
     store.con.execute(DuckDBGenerator(tiny_graph(), "tiny", 1).render())  # again: CREATE OR REPLACE
     np.testing.assert_array_equal(store.scores("tiny", x), before[0])
     assert store.con.sql(macros).fetchall() == before[1]
-    assert len(before[1]) == 6 and store.con.sql("SELECT tiny.version()").fetchone() == (1,)
+    assert len(before[1]) == 9 and store.con.sql("SELECT tiny.version()").fetchone() == (1,)
     store.close()
 
 

@@ -122,7 +122,7 @@ def test_a_database_error_fails_the_export_naming_row_and_function(
         "uniform row 0 ×10000"
     )
     assert f"postgres raised on sample row {first_at_1e4} (uniform row 0 ×10000)" in error
-    assert "m.predict_proba line" in error and "value out of range: underflow" in error
+    assert "m.predict line" in error and "value out of range: underflow" in error
     with psycopg.connect(postgres_dsn) as con:  # version 1 still active, and scoring
         assert con.execute("SELECT version FROM nnsql.models WHERE active").fetchall() == [(1,)]
     assert target.predict("m", np.full((1, 6), 0.5)).shape == (1, 3)
@@ -138,5 +138,5 @@ def test_a_duckdb_error_names_the_row_found_in_a_scratch_copy(elu_path, tmp_path
     assert target.export(elu_path, "m") == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1, error
-    assert "duckdb raised on sample row" in error and "in m.predict_proba: Out of Range Error" in error
+    assert "duckdb raised on sample row" in error and "in m.predict: Out of Range Error" in error
     assert target.query("SELECT version FROM nnsql.models WHERE active") == [(1,)]

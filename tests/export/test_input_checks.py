@@ -12,10 +12,8 @@ import pytest
 from tests.export.executors import DuckDBExecutor, OracleScriptExecutor
 from tests.export.plsql_interpreter import PlsqlError, load_scripts
 
-NUMBERS = "mnist.predict_proba: features must be a list of numbers, got "
-NONFINITE = (
-    "mnist.predict_proba: features holds NaN, infinity or a value beyond the float32 range at 0-based index "
-)
+NUMBERS = "mnist: features must be a list of numbers, got "
+NONFINITE = "mnist: features holds NaN, infinity or a value beyond the float32 range at 0-based index "
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +80,11 @@ def test_oracle_length_null_and_valid_rows_in_the_interpreter(oracle_package, ce
         oracle_package.run({"features": [None, *[0.5] * 783]})
     assert (length.value.code, length.value.message) == (
         -20001,
-        "mnist.predict_proba: features must have 784 values, got 3",
+        "mnist: features must have 784 values, got 3",
     )
     assert (nulls.value.code, nulls.value.message) == (
         -20002,
-        "mnist.predict_proba: features contains NULL values",
+        "mnist: features contains NULL values",
     )
     assert oracle_package.run({"features": None}) is None
     row = np.random.default_rng(3).random(784, dtype=np.float32)

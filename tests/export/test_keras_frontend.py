@@ -49,7 +49,7 @@ def test_unsupported_activation_names_it():
 
 
 def test_class_labels_must_match_outputs():
-    with pytest.raises(ExportError, match="2 class labels for a model with 10 outputs"):
+    with pytest.raises(ExportError, match="2 class labels for a probabilities model with 10 outputs"):
         to_ir(models.cern_mlp(), target="duckdb", classes=("a", "b"))
 
 

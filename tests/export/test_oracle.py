@@ -258,6 +258,17 @@ def test_generated_plsql_matches_golden_text():
     assert parse_errors(text) == []
 
 
+def test_binary_package_matches_golden_text():
+    """One sigmoid unit: predict_proba is [1 - p, p], decide is q(2) > 0.5, labels refuses."""
+    from export.oracle.generator import OracleGenerator
+    from tests.golden.graphs import check_golden, tiny_binary_graph
+
+    generator = OracleGenerator(tiny_binary_graph(), "sig", 1)
+    text = generator.version_package() + generator.dispatch_spec() + generator.dispatch_body()
+    check_golden(text, "oracle_tiny_binary.sql")
+    assert parse_errors(text) == []
+
+
 def test_hostile_labels_cannot_add_statements_to_the_scripts(tmp_path):
     from tests.export.test_targets import HOSTILE_LABELS
 

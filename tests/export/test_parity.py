@@ -8,7 +8,7 @@ from export.errors import ParityError
 def test_identical_scores_pass():
     p = np.array([[0.2, 0.8], [0.6, 0.4]])
     report = parity.compare(p, p.copy())
-    assert report.passed and report.max_abs_diff == 0 and report.argmax_agreement == 1
+    assert report.passed and report.max_abs_diff == 0 and report.agreement == 1
 
 
 def test_difference_above_tolerance_fails():
@@ -21,16 +21,46 @@ def test_difference_above_tolerance_fails():
 
 def test_argmax_flip_on_exact_tie_is_not_a_disagreement():
     reference = np.array([[0.5, 0.5, 0.0]])
-    candidate = np.array([[0.4999999, 0.5000001, 0.0]])
-    report = parity.compare(reference, candidate)
-    assert report.argmax_disagreements == 0 and report.passed
+    (check,) = parity.check_answers("probabilities", reference, ("a", "b", "c"), {"score": [1]})
+    assert check.disagreements == 0 and check.compared == 0
 
 
 def test_argmax_flip_without_tie_fails_even_within_tolerance():
     reference = np.array([[0.50001, 0.49999]])
-    candidate = np.array([[0.499995, 0.500005]])
-    report = parity.compare(reference, candidate, tolerance=1e-4)
-    assert report.argmax_disagreements == 1 and not report.passed
+    checks = parity.check_answers("probabilities", reference, ("a", "b"), {"score": [1]}, tolerance=1e-4)
+    report = parity.ParityReport(rows=1, max_abs_diff=1e-5, tolerance=1e-4, answers=checks)
+    assert checks[0].disagreements == 1 and not report.passed
+    with pytest.raises(ParityError, match="score disagrees with Keras's argmax on 1 row"):
+        parity.require(report, "duckdb")
+
+
+@pytest.mark.parametrize(
+    ("p", "score", "counted"),
+    [(0.7, 1, True), (0.3, 0, True), (0.5, 0, False), (0.5000001, 0, False), (0.51, 0, True)],
+)
+def test_binary_scores_by_keras_rule(p, score, counted):
+    """p > 0.5 is class 1 (Keras's binary_accuracy); p within the tie margin of 0.5 counts either way."""
+    (check,) = parity.check_answers("binary", np.array([[p]]), ("0", "1"), {"score": [score]})
+    assert check.compared == int(counted)
+    assert check.disagreements == (1 if counted and score != int(p > 0.5) else 0)
+
+
+def test_labels_of_a_multilabel_output_are_those_above_the_threshold():
+    q = np.array([[0.9, 0.2, 0.6], [0.1, 0.1, 0.1]])
+    good = parity.check_answers("multilabel", q, ("a", "b", "c"), {"labels": [["a", "c"], []]})
+    bad = parity.check_answers("multilabel", q, ("a", "b", "c"), {"labels": [["a"], []]})
+    assert good[0].disagreements == 0 and bad[0].disagreements == 1 and bad[0].first_disagreement == 0
+
+
+def test_logits_read_through_softmax_and_sigmoid():
+    z = np.array([[2.0, -1.0, 0.5]])
+    (proba,) = parity.check_answers("logits", z, ("a", "b", "c"), {"predict_proba": [[0.5, 0.3, 0.2]]})
+    assert proba.disagreements == 1
+    softmax = np.exp(z) / np.exp(z).sum()
+    (proba,) = parity.check_answers("logits", z, ("a", "b", "c"), {"predict_proba": softmax.tolist()})
+    assert proba.disagreements == 0
+    (score,) = parity.check_answers("logits", np.array([[-0.2]]), ("no", "yes"), {"score": [0]})
+    assert score.disagreements == 0 and score.rule == "1 when sigmoid > 0.5"
 
 
 def test_nan_from_target_is_an_error():

@@ -140,7 +140,7 @@ def test_plpython_fast_path_matches_tensorflow(postgres_dsn, mixed_layers_path, 
             language = con.execute(
                 "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
                 "JOIN pg_namespace n ON n.oid = p.pronamespace "
-                "WHERE n.nspname = %s AND p.proname = 'predict_proba'",
+                "WHERE n.nspname = %s AND p.proname = 'predict'",
                 [name],
             ).fetchone()[0]
             rows = [

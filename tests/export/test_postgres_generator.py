@@ -6,11 +6,16 @@ from __future__ import annotations
 import pytest
 
 from export.postgres.generator import PostgresGenerator
-from tests.golden.graphs import check_golden, tiny_graph, tiny_recurrent_graph
+from tests.golden.graphs import check_golden, tiny_binary_graph, tiny_graph, tiny_recurrent_graph
 
 
 def test_plpgsql_matches_golden_text():
     check_golden(PostgresGenerator(tiny_graph(), "tiny", 3).render(), "postgres_tiny.sql")
+
+
+def test_binary_functions_match_golden_text():
+    """One sigmoid unit: predict_proba is [1 - p, p], score is p > 0.5, labels refuses."""
+    check_golden(PostgresGenerator(tiny_binary_graph(), "sig", 1).render(), "postgres_tiny_binary.sql")
 
 
 @pytest.mark.parametrize(

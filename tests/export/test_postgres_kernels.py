@@ -3,6 +3,8 @@ kernel, the cube algebra's error bound holds on large inputs, score_table, and k
 
 from __future__ import annotations
 
+import uuid
+
 import keras
 import numpy as np
 import psycopg
@@ -43,7 +45,7 @@ def registry(dsn: str, name: str) -> list[tuple]:
 
 def scores(dsn: str, name: str, x: np.ndarray) -> np.ndarray:
     with psycopg.connect(dsn) as con:
-        rows = [con.execute(f"SELECT {name}.predict_proba(%s)", [r.tolist()]).fetchone()[0] for r in x]
+        rows = [con.execute(f"SELECT {name}.predict(%s)", [r.tolist()]).fetchone()[0] for r in x]
     return np.array(rows, dtype=np.float64)
 
 
@@ -59,7 +61,7 @@ def test_role_without_superuser_scores_with_cube(owner_dsn, cern_mlp_path, capsy
         extensions = {row[0] for row in con.execute("SELECT extname FROM pg_extension").fetchall()}
         language = con.execute(
             "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
-            "WHERE p.oid = 'mnist.predict_proba(float8[])'::regprocedure"
+            "WHERE p.oid = 'mnist.predict(float8[])'::regprocedure"
         ).fetchone()[0]
     assert "cube" in extensions and "plpython3u" not in extensions and language == "plpgsql"
     x = np.random.default_rng(3).random((40, 784))
@@ -106,7 +108,7 @@ def test_score_table_scores_every_row_as_the_caller(postgres_server, postgres_ds
         for i, row in enumerate(x):
             con.execute(f"INSERT INTO {table} VALUES (%s, %s)", [i, row.tolist()])
         rows = con.execute(
-            "SELECT id, score, probabilities FROM mnist.score_table(%s, %s, %s) ORDER BY id::integer",
+            "SELECT id, score, probabilities FROM mnist.score_table(%s, %s, %s) ORDER BY id",
             [table, id_column, features],
         ).fetchall()
         single = [
@@ -118,7 +120,19 @@ def test_score_table_scores_every_row_as_the_caller(postgres_server, postgres_ds
         )
         with pytest.raises(psycopg.errors.UndefinedColumn):
             con.execute("SELECT * FROM mnist.score_table(%s, 'id', 'no such')", [table])
-    assert [r[0] for r in rows] == [str(i) for i in range(12)]
+        con.execute("CREATE TABLE named (id uuid, features real[])")
+        con.execute("INSERT INTO named VALUES (gen_random_uuid(), %s)", [x[0].tolist()])
+        with pytest.raises(psycopg.errors.DatatypeMismatch) as refused:
+            con.execute("SELECT * FROM mnist.score_table('named', 'id', 'features')")
+        kept = con.execute(
+            "SELECT id FROM mnist.score_table('named', 'id', 'features', NULL::uuid)"
+        ).fetchone()
+    assert [r[0] for r in rows] == list(range(12))  # integers, sorted as numbers: 10 after 9, not after 1
+    assert (
+        "mnist.score_table('public.named', 'id', 'features', NULL::uuid)"
+        in str(refused.value).splitlines()[0]
+    )
+    assert isinstance(kept[0], uuid.UUID)
     assert [r[1] for r in rows] == single
     denied = pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for table")
     with psycopg.connect(postgres_server.dsn(dbname, user="reader")) as reader, denied:
@@ -152,11 +166,27 @@ def test_every_kernel_scores_under_a_parallel_plan(postgres_dsn, cern_mlp_path, 
     assert ("Gather" in plan) == (kernel != "plpython")  # PL/Python's functions keep the plan serial
 
 
+OLD_SCORE_TABLE = """
+CREATE FUNCTION mnist.score_table(source regclass, id_column text, features_column text)
+RETURNS TABLE (id text, score integer, probabilities float8[])
+LANGUAGE sql AS $$ SELECT NULL::text, 0, NULL::float8[] $$
+"""
+
+
 def test_a_registry_from_an_earlier_release_is_brought_up_to_date(postgres_dsn, cern_mlp_path):
+    """Columns added, score_table's id no longer text, and a scoring role keeps every function, the new
+    ones (predict, labels) included."""
     assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "plpgsql") == 0
     with psycopg.connect(postgres_dsn, autocommit=True) as con:  # as the previous release left it
-        con.execute("ALTER TABLE nnsql.models DROP COLUMN kernel")
+        con.execute("ALTER TABLE nnsql.models DROP COLUMN kernel, DROP COLUMN output_kind")
         con.execute("ALTER TABLE nnsql.tensors ALTER COLUMN value SET STORAGE EXTENDED")
+        con.execute("DROP FUNCTION mnist.score_table(regclass, text, text, anyelement)")
+        for function in ("predict", "predict_logits", "labels", "score_table"):
+            con.execute(f"DROP FUNCTION mnist.{function}")
+        con.execute(OLD_SCORE_TABLE)
+        con.execute("DROP ROLE IF EXISTS analyst; CREATE ROLE analyst")
+        con.execute("GRANT USAGE ON SCHEMA mnist TO analyst")
+        con.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA mnist TO analyst")
     assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
     assert registry(postgres_dsn, "mnist") == [(1, None, False), (2, "cube", True)]
     with psycopg.connect(postgres_dsn) as con:
@@ -164,4 +194,14 @@ def test_a_registry_from_an_earlier_release_is_brought_up_to_date(postgres_dsn, 
             "SELECT attstorage FROM pg_attribute "
             "WHERE attrelid = 'nnsql.tensors'::regclass AND attname = 'value'"
         ).fetchone()[0]
-    assert storage == "e"
+        kinds = con.execute("SELECT output_kind FROM nnsql.models ORDER BY version").fetchall()
+        id_type = con.execute(
+            "SELECT pg_get_function_result('mnist.score_table(regclass, text, text)'::regprocedure)"
+        ).fetchone()[0]
+        granted = con.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'mnist'::regnamespace "
+            "AND has_function_privilege('analyst', p.oid, 'EXECUTE') ORDER BY 1"
+        ).fetchall()
+    assert storage == "e" and kinds == [(None,), ("probabilities",)]
+    assert id_type.startswith("TABLE(id bigint")
+    assert {"predict", "labels", "score", "score_table", "predict_proba"} <= {row[0] for row in granted}

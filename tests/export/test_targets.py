@@ -182,10 +182,7 @@ def test_a_nan_infinite_or_beyond_float32_feature_is_an_error_naming_model_and_i
     values = ["0.5"] * 784
     values[5] = bad if target.target != "duckdb" else bad.lower().replace("infinity", "inf")
     text, cast = array_text(target, values)
-    message = (
-        "mnist.predict_proba: features holds NaN, infinity or a value beyond the float32 range "
-        "at 0-based index 5"
-    )
+    message = "mnist: features holds NaN, infinity or a value beyond the float32 range at 0-based index 5"
     with pytest.raises(target.error, match=message):
         target.query(f"SELECT mnist.score(?::{cast})", [text])
 

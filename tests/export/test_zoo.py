@@ -43,8 +43,6 @@ def test_token_indices_outside_the_vocabulary_are_refused_in_one_line(target, zo
     tags = [1, 2, 3, 4]
     for tokens in ([1, 2, 11, 0, 0, 0, 0], [1, 2, 3.5, 0, 0, 0, 0], [1, -1, 0, 0, 0, 0, 0]):
         bad = next(i for i, token in enumerate(tokens) if token not in range(11))
-        message = (
-            rf"zoo.predict_proba: tokens must hold whole numbers from 0 to 10; not at 0-based index {bad}"
-        )
+        message = rf"zoo: tokens must hold whole numbers from 0 to 10; not at 0-based index {bad}"
         with pytest.raises(target.error, match=message):
             target.query("SELECT zoo.score(?, ?)", [[float(token) for token in tokens], tags])

@@ -37,6 +37,24 @@ def tiny_graph() -> ir.Graph:
     )
 
 
+def tiny_binary_graph() -> ir.Graph:
+    """3 inputs → Dense(1, sigmoid): a binary classifier, whose score is 1 when p > 0.5."""
+    output = ir.Dense(
+        name="output",
+        inputs=("features",),
+        kernel=ir.Weights(np.array([[1.0], [-0.5], [0.25]])),
+        bias=ir.Weights(np.array([0.1])),
+        activation="sigmoid",
+    )
+    return ir.Graph(
+        inputs=(ir.TensorSpec("features", (3,)),),
+        nodes=(output,),
+        output="output",
+        classes=("background", "signal"),
+        kind="binary",
+    )
+
+
 def check_golden(text: str, filename: str) -> None:
     """Compare with the stored text. A missing golden file fails; UPDATE_GOLDEN=1 writes it (then review)."""
     path = GOLDEN_DIR / filename

@@ -54,7 +54,9 @@ def sequence_model() -> keras.Model:
     state = keras.layers.GRU(4, name="gru")(keras.layers.Masking(0.0)(steps))
     joined = keras.layers.Concatenate()([state, summary])
     energy = keras.layers.Dense(1, name="energy")(joined)
-    return models._seeded(keras.Model([steps, summary], energy), 6)
+    model = models._seeded(keras.Model([steps, summary], energy), 6)
+    model.compile(loss="mse")  # a regression, as its user trains it: the export reads values
+    return model
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import requests
 
 def test_score_returns_class_label_and_probabilities(live):
     answer = requests.post(f"{live.url}/score?model=mnist", json={"features": [0.0] * 784}).json()
-    assert set(answer) == {"model", "version", "class", "label", "probabilities", "classes"}
+    assert set(answer) == {"model", "version", "kind", "class", "label", "probabilities", "classes"}
     assert len(answer["probabilities"]) == 10 and abs(sum(answer["probabilities"]) - 1) < 1e-5
     assert answer["label"] == answer["classes"][answer["class"]]
     bad = requests.post(f"{live.url}/score?model=mnist", json={"pixels": []})
