@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 demo: setup
-	@$(PY) -m demo
+	@$(PY) -m nnsql.demo
 
 # onnxruntime 1.15.1 (Oracle 23ai/26ai's) in its own venv under build/, for the Oracle ONNX route's tests.
 ort115: setup
@@ -29,7 +29,7 @@ ort115: setup
 test: setup ort115
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy export train serve bench imagedata
+	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
 	$(PY) -m pytest
 
 test-fast: setup
@@ -38,22 +38,22 @@ test-fast: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy export train serve bench imagedata
+	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
 
 format: setup
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
 bench: setup
-	$(PY) -m bench.scoring
-	$(PY) -m bench.cnn_scoring
-	$(PY) -m bench.serve_http
-	$(PY) -m bench.train_spawn
-	$(PY) -m bench.export_time
+	$(PY) -m nnsql.bench.scoring
+	$(PY) -m nnsql.bench.cnn_scoring
+	$(PY) -m nnsql.bench.serve_http
+	$(PY) -m nnsql.bench.train_spawn
+	$(PY) -m nnsql.bench.export_time
 
 supported: setup
-	$(PY) -m export --supported
-	$(PY) -m export --write-readme README.md
+	$(PY) -m nnsql.export --supported
+	$(PY) -m nnsql.export --write-readme README.md
 
 clean:
 	rm -rf build bench/results .pytest_cache .ruff_cache .mypy_cache

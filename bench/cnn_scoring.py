@@ -8,7 +8,7 @@ as ms per image and as a ratio to Keras `predict` on the same images in the same
 Images are Fashion-MNIST test images when Debian's package is installed, else uniform random rows; the
 network's weights are seeded (speed does not depend on their values). Writes bench/results/cnn_scoring.json.
 
-    python -m bench.cnn_scoring [--rows 500] [--pg-rows 40]
+    nnsql bench cnn_scoring [--rows 500] [--pg-rows 40]
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.pg_paths import time_postgres_paths
-from bench.scoring import RESULTS, bench_rows, best_seconds
+from nnsql import quiet
+from nnsql.bench.pg_paths import time_postgres_paths
+from nnsql.bench.scoring import RESULTS, bench_rows, best_seconds
 
 
 def duckdb_seconds(model_path: Path, images: np.ndarray, workdir: Path) -> float:
-    from export.duckdb.generator import CAPABILITIES
-    from export.duckdb.store import DuckDBStore, feature_table
-    from export.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.duckdb.generator import CAPABILITIES
+    from nnsql.export.duckdb.store import DuckDBStore, feature_table
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
 
     request = ExportRequest(model_path=model_path, name="cnn", sample_rows=20)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)
@@ -39,7 +40,7 @@ def duckdb_seconds(model_path: Path, images: np.ndarray, workdir: Path) -> float
 
 
 def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
-    from export.postgres.store import PostgresStore
+    from nnsql.export.postgres.store import PostgresStore
     from tests.postgres_server import start_server
 
     server = start_server()
@@ -64,7 +65,7 @@ def postgres_seconds(model_path: Path, images: np.ndarray) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cnn_scoring", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nnsql bench cnn_scoring", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=500, help="images for Keras and DuckDB")
     parser.add_argument("--pg-rows", type=int, default=40, help="images for PostgreSQL (0: skip it)")
     args = parser.parse_args(argv)
@@ -98,4 +99,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

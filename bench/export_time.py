@@ -12,7 +12,7 @@ is a process that only imports the exporter and loads the model: what every expo
     Oracle --engine onnx, --script-only: the ONNX file, its parity in onnxruntime, the scripts.
 Writes bench/results/export_time.json.
 
-    python -m bench.export_time [--only duckdb,postgres_plpgsql,...]
+    nnsql bench export_time [--only duckdb,postgres_plpgsql,...]
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.scoring import RESULTS
+from nnsql import quiet
+from nnsql.bench.scoring import RESULTS
 
 GOAL_SECONDS = 60.0
-BASELINE = "from export.keras_frontend import load_model; import sys; load_model(sys.argv[1])"
+BASELINE = "from nnsql.export.frontend.model import load_model; import sys; load_model(sys.argv[1])"
 
 
 def timed(command: list[str]) -> tuple[float, str]:
@@ -48,11 +49,19 @@ def commands(model: Path, work: Path, pg_dsn: str | None) -> dict[str, list[str]
     python = [sys.executable, "-m"]
     common = ["--model", str(model), "--quiet"]
     runs = {
-        "duckdb": [*python, "export.duckdb", *common, "--db", str(work / "models.duckdb"), "--name", "ic"],
-        "onnx": [*python, "export.onnx", *common, "--repo", str(work / "repo"), "--name", "ic"],
+        "duckdb": [
+            *python,
+            "nnsql.export.duckdb",
+            *common,
+            "--db",
+            str(work / "models.duckdb"),
+            "--name",
+            "ic",
+        ],
+        "onnx": [*python, "nnsql.export.onnx", *common, "--repo", str(work / "repo"), "--name", "ic"],
         "oracle_plsql_script": [
             *python,
-            "export.oracle",
+            "nnsql.export.oracle",
             *common,
             "--name",
             "ic",
@@ -61,7 +70,7 @@ def commands(model: Path, work: Path, pg_dsn: str | None) -> dict[str, list[str]
         ],
         "oracle_onnx_script": [
             *python,
-            "export.oracle",
+            "nnsql.export.oracle",
             *common,
             "--name",
             "ic",
@@ -75,7 +84,7 @@ def commands(model: Path, work: Path, pg_dsn: str | None) -> dict[str, list[str]
         for kernel in ("plpgsql", "cube", "plpython"):
             runs[f"postgres_{kernel}"] = [
                 *python,
-                "export.postgres",
+                "nnsql.export.postgres",
                 *common,
                 "--dsn",
                 pg_dsn,
@@ -88,7 +97,7 @@ def commands(model: Path, work: Path, pg_dsn: str | None) -> dict[str, list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.export_time", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nnsql bench export_time", description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated targets (default: all)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL kernels")
     args = parser.parse_args(argv)
@@ -140,4 +149,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.scoring import best_seconds
+from nnsql.bench.scoring import best_seconds
 
 
 def fetch_all(connection: Any, query: str) -> list:
@@ -24,9 +24,9 @@ def time_postgres_paths(
 ) -> dict[str, float]:
     """Seconds of `query(name)` for the model exported as `base_<kernel>` with each PostgreSQL kernel;
     `load(name)` prepares the rows after each export. A kernel the server cannot run is skipped, said so."""
-    from export.errors import ExportError
-    from export.pipeline import ExportRequest, prepare, publish
-    from export.postgres.generator import CAPABILITIES
+    from nnsql.export.errors import ExportError
+    from nnsql.export.postgres.generator import CAPABILITIES
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
 
     seconds = {}
     for kernel in ("plpgsql", "cube", "plpython"):

@@ -11,7 +11,7 @@ before its list_reduce, PL/pgSQL, PL/Python and Oracle `CONTINUE` at a masked st
     Oracle: the independent numpy BLAS interpreter's step count (how many GRU steps the package runs)
 Writes bench/results/recurrent_scoring.json.
 
-    python -m bench.recurrent_scoring [--events 200] [--pg-events 20]
+    nnsql bench recurrent_scoring [--events 200] [--pg-events 20]
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.pg_paths import time_postgres_paths
-from bench.scoring import RESULTS, best_seconds
+from nnsql import quiet
+from nnsql.bench.pg_paths import time_postgres_paths
+from nnsql.bench.scoring import RESULTS, best_seconds
 
 GOAL_DUCKDB_MS = 5.0  # per event with ~100 real particles
 
@@ -39,9 +40,9 @@ def events(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def duckdb_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray, workdir: Path) -> float:
-    from export.duckdb.generator import CAPABILITIES
-    from export.duckdb.store import DuckDBStore, feature_table
-    from export.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.duckdb.generator import CAPABILITIES
+    from nnsql.export.duckdb.store import DuckDBStore, feature_table
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
 
     request = ExportRequest(model_path=model_path, name="ic", sample_rows=10)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)
@@ -54,7 +55,7 @@ def duckdb_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray, wor
 
 
 def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -> dict[str, float]:
-    from export.postgres.store import PostgresStore
+    from nnsql.export.postgres.store import PostgresStore
     from tests.postgres_server import start_server
 
     server = start_server()
@@ -75,7 +76,7 @@ def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -
 
 def oracle_steps(model_path: Path, particles: np.ndarray, hlf: np.ndarray, workdir: Path) -> dict[str, int]:
     """The package's GRU steps run and skipped on these events, counted by the test suite's interpreter."""
-    from export.oracle.__main__ import main as export_oracle
+    from nnsql.export.oracle.__main__ import main as export_oracle
     from tests.export.plsql_interpreter import load_scripts
 
     scripts = workdir / "oracle"
@@ -88,7 +89,7 @@ def oracle_steps(model_path: Path, particles: np.ndarray, hlf: np.ndarray, workd
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.recurrent_scoring", description=__doc__.splitlines()[0]
+        prog="nnsql bench recurrent_scoring", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--events", type=int, default=200, help="events for Keras and DuckDB")
     parser.add_argument("--pg-events", type=int, default=20, help="events for PostgreSQL (0: skip it)")
@@ -135,4 +136,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

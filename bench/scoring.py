@@ -12,7 +12,7 @@ Rows are Fashion-MNIST test images when Debian's package is installed (image row
 PostgreSQL kernel exploits), else uniform random rows. Figures are the best of --repeat runs.
 Writes bench/results/scoring.json.
 
-    python -m bench.scoring [--rows 10000] [--pg-rows 2000] [--repeat 3]
+    nnsql bench scoring [--rows 10000] [--pg-rows 2000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nnsql import quiet
 
 CERN_PLSQL_MS_PER_ROW = 12.0  # CERN's 2016 Oracle PL/SQL MNIST example
 GOALS_MS_PER_ROW = {
@@ -56,7 +58,7 @@ def reference_model(workdir: Path) -> Path:
     """The CERN architecture, untrained: timing does not depend on the weights' values."""
     import keras
 
-    from train.mnist import build_model
+    from nnsql.train.mnist import build_model
 
     keras.utils.set_random_seed(0)
     path = workdir / "model.keras"
@@ -65,9 +67,9 @@ def reference_model(workdir: Path) -> Path:
 
 
 def duckdb_contender(model_path: Path, x: np.ndarray, workdir: Path) -> Callable[[], object]:
-    from export.duckdb.generator import CAPABILITIES
-    from export.duckdb.store import DuckDBStore, feature_table
-    from export.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.duckdb.generator import CAPABILITIES
+    from nnsql.export.duckdb.store import DuckDBStore, feature_table
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
 
     request = ExportRequest(model_path=model_path, name="mnist", sample_rows=200)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)
@@ -84,10 +86,10 @@ def postgres_contenders(
     """(scoring runs, cleanup) on a throwaway server; needs Debian's postgresql package. PL/pgSQL and
     cube are exported by an ordinary role (CREATE on the database, no superuser), PL/Python by the
     superuser it needs; each is timed row by row, and cube also through score_table."""
-    from export.errors import ExportError
-    from export.pipeline import ExportRequest, prepare, publish
-    from export.postgres.generator import CAPABILITIES
-    from export.postgres.store import PostgresStore
+    from nnsql.export.errors import ExportError
+    from nnsql.export.postgres.generator import CAPABILITIES
+    from nnsql.export.postgres.store import PostgresStore
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
     from tests.postgres_server import start_server
 
     server = start_server()
@@ -128,9 +130,9 @@ def postgres_contenders(
 
 def oracle_contenders(model_path: Path, x: np.ndarray) -> dict[str, Callable[[], object]]:
     """Row-by-row and batch scoring on the live Oracle named by ORACLE_DSN (the test data loaded first)."""
-    from export.oracle.generator import CAPABILITIES
-    from export.oracle.store import OracleStore, parse_dsn
-    from export.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.oracle.generator import CAPABILITIES
+    from nnsql.export.oracle.store import OracleStore, parse_dsn
+    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
 
     store = OracleStore(parse_dsn(os.environ["ORACLE_DSN"]), os.environ["ORACLE_PASSWORD"], progress=False)
     request = ExportRequest(model_path=model_path, name="nn_bench", sample_rows=50)
@@ -149,7 +151,7 @@ def oracle_contenders(model_path: Path, x: np.ndarray) -> dict[str, Callable[[],
 
 
 def bench_rows(rows: int) -> tuple[np.ndarray, str]:
-    import imagedata as data
+    import nnsql.imagedata as data
 
     try:
         images = data.load("fashion-mnist").x_test
@@ -161,8 +163,8 @@ def bench_rows(rows: int) -> tuple[np.ndarray, str]:
 def run(rows: int, repeat: int, pg_rows: int, oracle_rows: int) -> dict:
     import keras
 
-    from export import reference
-    from export.keras_frontend import to_ir
+    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.ir import reference
 
     x, source = bench_rows(rows)
     with tempfile.TemporaryDirectory() as scratch:
@@ -226,7 +228,7 @@ def print_table(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.scoring", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nnsql bench scoring", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--pg-rows", type=int, default=2000, help="rows for PostgreSQL (0: skip it)")
     parser.add_argument("--oracle-rows", type=int, default=10_000, help="rows for Oracle (0: skip it)")
@@ -241,4 +243,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

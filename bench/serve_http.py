@@ -1,7 +1,7 @@
-"""Benchmark: `python -m serve` side by side with Triton and MLServer, same ONNX model, same wrk load.
+"""Benchmark: `nnsql serve` side by side with Triton and MLServer, same ONNX model, same wrk load.
 
 Exports the MNIST MLP (784 → 100 → 10) with the project's exporter and serves it three ways at once:
-- nnsql: `python -m serve` with its defaults (workers = cores), access log off like the peers';
+- nnsql: `nnsql serve` with its defaults (workers = cores), access log off like the peers';
 - Triton: PyTriton 0.7.0 (Triton's C++ HTTP front end and dynamic batcher, onnxruntime in the bound
   Python function), in build/bench-venvs/triton, made with Debian's python3.11 (PyTriton's Python
   backend stub links Debian's libpython3.11);
@@ -14,7 +14,7 @@ Loads: one row per request in V2 JSON at 8 and 64 connections; 256 rows per requ
 in the binary tensor extension (MLServer has none) at 8 connections. Raw onnxruntime in this process
 gives the ceiling for batches of 256. Writes bench/results/serve_http.json.
 
-    python -m bench.serve_http [--seconds 5] [--rounds 3] [--only nnsql,triton,mlserver]
+    nnsql bench serve_http [--seconds 5] [--rounds 3] [--only nnsql,triton,mlserver]
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import requests
+
+from nnsql import quiet
 
 RESULTS = Path(__file__).parent / "results"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +107,8 @@ def ensure_venv(name: str) -> Path:
 def build_repository(directory: Path) -> Path:
     import keras
 
-    from export.onnx.__main__ import export
-    from train.mnist import build_model
+    from nnsql.export.onnx.__main__ import export
+    from nnsql.train.mnist import build_model
 
     keras.utils.set_random_seed(0)
     model_path = directory / "model.keras"
@@ -124,7 +126,7 @@ def contenders(names: list[str], repo: Path, scratch: Path, serve_args: list[str
             command = [
                 sys.executable,
                 "-m",
-                "serve",
+                "nnsql.serve",
                 "--repo",
                 str(repo),
                 "--port",
@@ -373,12 +375,12 @@ def report(servers: list[Contender], work: list[Load], raw: list[float], args: a
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.serve_http", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nnsql bench serve_http", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="per run of wrk")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="nnsql,triton,mlserver", help="servers to run, comma-separated")
     parser.add_argument(
-        "--serve-args", default="", help="extra arguments for python -m serve, e.g. '--threads 8'"
+        "--serve-args", default="", help="extra arguments for nnsql serve, e.g. '--threads 8'"
     )
     args = parser.parse_args(argv)
     if not shutil.which("wrk"):
@@ -409,4 +411,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

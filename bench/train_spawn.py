@@ -1,7 +1,7 @@
 """Benchmark: distributed training throughput and the HEP input pipeline, in one run.
 
 1. samples/s training the MNIST reference MLP on Fashion-MNIST with 1 and with 2 local workers
-   (python -m train.spawn); this machine has 2 cores, so 2 workers share them: a report, not a promise.
+   (nnsql spawn); this machine has 2 cores, so 2 workers share them: a report, not a promise.
 2. the tf.data pipeline alone (parallel interleave, parallel parse, large read buffer, no cache) reading
    synthetic HEP TFRecords, in MB/s, with 1 and with 2 concurrent reader processes (MB/s per worker).
    CERN fed a P100 at ~125 MB/s per node; goal: ≥ 125 MB/s per worker.
@@ -10,7 +10,7 @@
    the cached epochs, next to (2)'s local-disk figure.
 Writes bench/results/train_spawn.json.
 
-    python -m bench.train_spawn [--epochs 3] [--events 4000] [--skip-training]
+    nnsql bench train_spawn [--epochs 3] [--events 4000] [--skip-training]
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from nnsql import quiet
+
 RESULTS = Path(__file__).parent / "results"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def training_rate(workers: int, epochs: int, runs: Path) -> dict:
-    from train.spawn import __main__ as spawn
+    from nnsql.train.spawn import __main__ as spawn
 
     spawn.RUNS = runs / f"w{workers}"
     script = str(REPO_ROOT / "train" / "mnist.py")
@@ -55,7 +57,7 @@ def read_pipeline(pattern: str, queue: multiprocessing.Queue) -> None:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from train import hep_data
+    from nnsql.train import hep_data
 
     batches = hep_data.dataset(pattern, 256, shuffle=False, cache=False)
     started = time.perf_counter()
@@ -94,8 +96,8 @@ def s3_reader(pattern: str, endpoint: str, index: int, workers: int, cache: str,
     cluster = {"worker": [f"localhost:{2000 + i}" for i in range(workers)]}
     os.environ.update(TEST_CREDENTIALS, AWS_ENDPOINT_URL=endpoint, TF_CPP_MIN_LOG_LEVEL="2")
     os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-    from train import hep_data
-    from train.data import local_files
+    from nnsql.train import hep_data
+    from nnsql.train.data import local_files
 
     started = time.perf_counter()
     files = local_files(pattern, cache_dir=Path(cache), progress=False)
@@ -146,12 +148,12 @@ def s3_rates(files: list[Path], workers: int, epochs: int, scratch: Path) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.train_spawn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nnsql bench train_spawn", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--events", type=int, default=4000)
     parser.add_argument("--skip-training", action="store_true", help="measure the data pipelines only")
     args = parser.parse_args(argv)
-    from train import hep_data
+    from nnsql.train import hep_data
 
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
@@ -202,4 +204,5 @@ def print_training(training: list[dict], epochs: int) -> None:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

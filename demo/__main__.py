@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-import imagedata as data
+import nnsql.imagedata as data
+from nnsql import quiet
 
 BUILD = Path("build/demo")
 
@@ -33,7 +34,7 @@ def choose_dataset() -> tuple[str, str]:
 
 
 def train_or_reuse(dataset: str) -> Path:
-    from train import mnist
+    from nnsql.train import mnist
 
     out = BUILD / dataset
     metadata = out / "metadata.json"
@@ -47,7 +48,7 @@ def train_or_reuse(dataset: str) -> Path:
 
 
 def export(model: Path, db: Path, name: str) -> None:
-    from export.duckdb.__main__ import main as export_duckdb
+    from nnsql.export.duckdb.__main__ import main as export_duckdb
 
     print(f"Exporting to {db} as schema '{name}' (weights in tables, scoring as SQL macros) ...")
     args = ["--model", str(model), "--db", str(db), "--name", name, "--load-test-data", "--quiet"]
@@ -149,4 +150,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -1,5 +1,5 @@
-"""`python -m export --target X ...`: compile a model for target X (the same as `python -m export.X ...`);
-`python -m export --supported`: which layers and output kinds each target compiles, read from the
+"""`nnsql export X ...`: compile a model for target X (the same as `python -m nnsql.export.X ...`);
+`nnsql export --supported`: which layers and output kinds each target compiles, read from the
 registries."""
 
 from __future__ import annotations
@@ -9,19 +9,22 @@ import importlib
 import sys
 from pathlib import Path
 
-from export import ir, kinds
-from export.keras_frontend import LOWERED_ACTIVATIONS, PRODUCES, REFUSES
-from export.lowering import BODY_KINDS
-from export.target import TARGETS
+from nnsql import quiet
+from nnsql.export.frontend.core import LOWERED_ACTIVATIONS
+from nnsql.export.frontend.layers import PRODUCES, REFUSES
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import kinds
+from nnsql.export.ir.lowering import BODY_KINDS
+from nnsql.export.target import TARGETS
 
 # Target modules register their capabilities when imported.
 TARGET_MODULES = (
-    "export.duckdb.generator",
-    "export.oracle.generator",
-    "export.postgres.generator",
-    "export.postgres.plpython",
-    "export.postgres.cube",
-    "export.onnx.capabilities",
+    "nnsql.export.duckdb.generator",
+    "nnsql.export.oracle.generator",
+    "nnsql.export.postgres.generator",
+    "nnsql.export.postgres.plpython",
+    "nnsql.export.postgres.cube",
+    "nnsql.export.onnx.capabilities",
 )
 
 
@@ -82,7 +85,7 @@ def update_readme(path: Path) -> None:
 
 
 def commands() -> dict[str, str]:
-    """Target name → the module whose `main` is `python -m export --target NAME`."""
+    """Target name → the module whose `main` is `nnsql export NAME`."""
     for module in TARGET_MODULES:
         importlib.import_module(module)
     return {name: target.command for name, target in TARGETS.items() if target.command is not None}
@@ -90,9 +93,9 @@ def commands() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m export",
-        description="The model compiler: python -m export --target {duckdb,postgres,oracle,onnx} ... "
-        "(`--target X --help` lists that target's options; python -m export.X is the same command).",
+        prog="nnsql export",
+        description="The model compiler: nnsql export {duckdb,postgres,oracle,onnx} ... "
+        "(`--target X --help` lists that target's options; python -m nnsql.export.X is the same command).",
         add_help=False,  # with --target, --help is the target's
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help (with --target: its help)")
@@ -117,4 +120,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -8,19 +8,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from export import budget, ir, parity
-from export.errors import ExportError
-from export.keras_frontend import check_labels
-from export.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
-from export.pipeline import ExportRequest, Prepared, Store, VersionRecord, describe_kind, prepare, publish
-from export.target import Capabilities
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import check_labels
+from nnsql.export.frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
+from nnsql.export.ir import graph as ir
+from nnsql.export.publish import budget, parity
+from nnsql.export.publish.pipeline import (
+    ExportRequest,
+    Prepared,
+    Store,
+    VersionRecord,
+    describe_kind,
+    prepare,
+    publish,
+)
+from nnsql.export.target import Capabilities
 
 AnyStore = TypeVar("AnyStore", bound=Store)
 
 
 def parser(target: str, description: str, example: str) -> argparse.ArgumentParser:
     result = argparse.ArgumentParser(
-        prog=f"python -m export.{target}",
+        prog=f"nnsql export {target}",
         description=description,
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -17,7 +17,7 @@ class UnsupportedLayer(ExportError):
         why = f" ({detail})" if detail else ""
         super().__init__(
             f"layer {layer} is not supported by target '{target}'{why}; "
-            f"run `python -m export --supported` for what each target compiles"
+            f"run `nnsql export --supported` for what each target compiles"
         )
 
 
@@ -31,7 +31,8 @@ class InvalidName(ExportError):
 
 class ScoringFailure(ExportError):
     """The database raised while scoring sample row `row` (0-based) of the parity check: `function` is
-    where, `reason` the database's first line. export/pipeline.py names the row and stops the export."""
+    where, `reason` the database's first line. export/publish/pipeline.py names the row and stops the
+    export."""
 
     def __init__(self, row: int, function: str, reason: str) -> None:
         self.row, self.function, self.reason = row, function, reason

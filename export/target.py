@@ -1,8 +1,8 @@
 """What a target can compile, declared as data, and the check run before anything is written.
 
 Each target module registers one `Target`: its `Capabilities`, its generator and its command. The shared
-code consults them; no module branches on a target's name. `python -m export --supported` prints the
-matrix from these declarations, and `python -m export --target NAME` runs the target's command.
+code consults them; no module branches on a target's name. `nnsql export --supported` prints the
+matrix from these declarations, and `nnsql export NAME` runs the target's command.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from export import ir
-from export.errors import ExportError, UnsupportedLayer
+from nnsql.export.errors import ExportError, UnsupportedLayer
+from nnsql.export.ir import graph as ir
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Target:
 
     capabilities: Capabilities
     generator: type | None  # None: the target converts the Keras model itself (ONNX)
-    command: str | None  # module of `python -m export --target NAME`; None: a kernel of another target
+    command: str | None  # module of `nnsql export NAME`; None: a kernel of another target
 
     @property
     def name(self) -> str:

@@ -1,1 +1,1 @@
-"""The HTTP scorer: ONNX models from a repository, over KServe V2 and TF Serving REST (`python -m serve`)."""
+"""The HTTP scorer: ONNX models from a repository, over KServe V2 and TF Serving REST (`nnsql serve`)."""

@@ -1,4 +1,4 @@
-"""`python -m serve`: serve a model repository on every core.
+"""`nnsql serve`: serve a model repository on every core.
 
 The master checks the arguments, binds the port, and starts `--workers` worker processes
 (serve/worker.py) that share the listening socket; each reads requests whole in its own event loop
@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from serve.master import Master, StartError, check_start
+from nnsql import quiet
+from nnsql.serve.master import Master, StartError, check_start
 
 
 def default_workers() -> int:
@@ -24,9 +25,9 @@ def default_workers() -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m serve",
-        description="Serve every model and version of a model repository (written by python -m "
-        "export.onnx) over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and "
+        prog="nnsql serve",
+        description="Serve every model and version of a model repository (written by "
+        "nnsql export onnx) over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and "
         "TF Serving REST, with a page for any model at /. New versions are picked up without a restart.",
     )
     parser.add_argument("--repo", type=Path, default=Path("model_repository"), help="model repository")
@@ -176,4 +177,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

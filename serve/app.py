@@ -14,13 +14,13 @@ from flask import Flask, Response, g, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from serve import tfserving, v2, web
-from serve.errors import ScoringError
-from serve.extensions import routes as extensions
-from serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_api_keys
-from serve.handling import body_limit
-from serve.metrics import Metrics
-from serve.repository import ModelRepository
+from nnsql.serve import tfserving, v2, web
+from nnsql.serve.errors import ScoringError
+from nnsql.serve.extensions import routes as extensions
+from nnsql.serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_api_keys
+from nnsql.serve.handling import body_limit
+from nnsql.serve.metrics import Metrics
+from nnsql.serve.repository import ModelRepository
 
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",
@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_HOST": "127.0.0.1",
     "ALLOWED_HOSTS": [],
     "ALLOWED_ORIGINS": [],
-    "RUN_DIR": None,  # python -m serve's run directory: the repository follows the master's plan there
+    "RUN_DIR": None,  # nnsql serve's run directory: the repository follows the master's plan there
     "WORKER_INDEX": 0,
 }
 ACCESS_LOG = logging.getLogger("serve.access")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-LOG = logging.getLogger("serve.repository")
+LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
 

@@ -1,4 +1,4 @@
-"""The master process of `python -m serve`: start-up checks, the shared listening socket, and the
+"""The master process of `nnsql serve`: start-up checks, the shared listening socket, and the
 workers' lives (start, restart, stop). See serve/__main__.py for the picture and serve/worker.py for a
 worker. Kept free of Flask, numpy and onnxruntime imports: it starts in a blink and forks nothing.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve.coordination import Coordinator
-from serve.gate import read_api_keys
-from serve.worker import ENVIRONMENT
+from nnsql.serve.coordination import Coordinator
+from nnsql.serve.gate import read_api_keys
+from nnsql.serve.worker import ENVIRONMENT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUICK_DEATH = 10.0  # seconds: a worker that dies sooner after its start counts towards giving up
@@ -38,7 +38,7 @@ class StartError(Exception):
 def check_start(args: argparse.Namespace) -> socket.socket:
     """Check what a user can get wrong before anything starts; the bound listening socket."""
     if not args.repo.exists():
-        raise StartError(f"model repository {args.repo} does not exist (python -m export.onnx writes one)")
+        raise StartError(f"model repository {args.repo} does not exist (nnsql export onnx writes one)")
     if not args.repo.is_dir():
         raise StartError(f"model repository {args.repo} is not a directory")
     try:
@@ -133,7 +133,7 @@ class Master:
 
     def start_worker(self, index: int) -> None:
         process = subprocess.Popen(
-            [sys.executable, "-m", "serve.worker"],
+            [sys.executable, "-m", "nnsql.serve.worker"],
             env=self.environment(index),
             pass_fds=(self.listener.fileno(),),
             cwd=REPO_ROOT,

@@ -1,6 +1,6 @@
 """Prometheus metrics of the scorer, correct across worker processes.
 
-Under `python -m serve` the master sets PROMETHEUS_MULTIPROC_DIR for its workers: prometheus-client's
+Under `nnsql serve` the master sets PROMETHEUS_MULTIPROC_DIR for its workers: prometheus-client's
 multiprocess mode then keeps every value in a file per process, and a scrape of any worker renders the
 sum over all of them (MultiProcessCollector), so counters never go backwards whichever worker answers.
 Without the variable (an app made in a test) each Metrics has its own registry, as before.

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from serve.batching import Batcher
-from serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
-from serve.errors import ScoringError, capped, not_found
-from serve.outputs import kind_of
-from serve.validation import InvalidVersion, bounded, check_version
+from nnsql.serve.batching import Batcher
+from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
+from nnsql.serve.errors import ScoringError, capped, not_found
+from nnsql.serve.outputs import kind_of
+from nnsql.serve.validation import InvalidVersion, bounded, check_version
 
-LOG = logging.getLogger("serve.repository")
+LOG = logging.getLogger("nnsql.serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds
 NO_VERSION = "no version directory holds both model.onnx and metadata.json"
 
@@ -115,7 +115,7 @@ def load_version(
 
 class ModelRepository:
     """Loaded versions by model name. By itself (an app made in a test) it rescans `root`; under
-    `python -m serve` (`state` given: the run directory's repository/ folder) it follows the master's
+    `nnsql serve` (`state` given: the run directory's repository/ folder) it follows the master's
     plan and commits instead (serve/coordination.py), so every worker switches at the same moment."""
 
     def __init__(

@@ -35,9 +35,9 @@ from urllib.parse import unquote_to_bytes
 import httptools
 import orjson
 
-from serve.gate import Headers, Refusal
+from nnsql.serve.gate import Headers, Refusal
 
-LOG = logging.getLogger("serve.server")
+LOG = logging.getLogger("nnsql.serve.server")
 Admit = Callable[[str, str, str, Headers], Refusal | int]
 REASONS = {
     100: "Continue",

@@ -11,10 +11,10 @@ from typing import Any, Literal
 import numpy as np
 import simdjson
 
-from serve.errors import bad_request
-from serve.jsonbody import check_values, document, loads
-from serve.repository import LoadedModel
-from serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
+from nnsql.serve.errors import bad_request
+from nnsql.serve.jsonbody import check_values, document, loads
+from nnsql.serve.repository import LoadedModel
+from nnsql.serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 JsonList = (list, simdjson.Array)

@@ -7,11 +7,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from serve.errors import ScoringError
-from serve.handling import JSON_TYPES, infer, max_values, read_body, repository
-from serve.outputs import kind_parameters
-from serve.repository import LoadedModel
-from serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
+from nnsql.serve.errors import ScoringError
+from nnsql.serve.handling import JSON_TYPES, infer, max_values, read_body, repository
+from nnsql.serve.outputs import kind_parameters
+from nnsql.serve.repository import LoadedModel
+from nnsql.serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 
 blueprint = Blueprint("v2", __name__)
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
-from serve import outputs
-from serve.errors import bad_request
-from serve.handling import infer, metrics, read_json, repository, require_json
-from serve.openapi import document
-from serve.repository import LoadedModel
-from serve.tensors import check_finite, to_array
+from nnsql.serve import outputs
+from nnsql.serve.errors import bad_request
+from nnsql.serve.handling import infer, metrics, read_json, repository, require_json
+from nnsql.serve.openapi import document
+from nnsql.serve.repository import LoadedModel
+from nnsql.serve.tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
 STATIC = Path(__file__).parent / "static"

@@ -1,5 +1,5 @@
-"""One worker of `python -m serve`: started by the master (serve/__main__.py) as
-`python -m serve.worker`, with its settings as JSON in NNSQL_SERVE_WORKER and the listening socket
+"""One worker of `nnsql serve`: started by the master (serve/__main__.py) as
+`python -m nnsql.serve.worker`, with its settings as JSON in NNSQL_SERVE_WORKER and the listening socket
 inherited as a file descriptor. It builds the Flask app (its own models, batchers and pool threads),
 serves HTTP on the shared socket with serve.server on uvloop, and starts the servers other modules
 registered in `app.extensions["servers"]` (each a callable `app -> stop`: gRPC goes there).
@@ -20,13 +20,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from nnsql import quiet
+
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
-LOG = logging.getLogger("serve.worker")
+LOG = logging.getLogger("nnsql.serve.worker")
 
 
 async def serve(settings: dict[str, Any]) -> None:
-    from serve.app import create_app
-    from serve.server import Limits, Server
+    from nnsql.serve.app import create_app
+    from nnsql.serve.server import Limits, Server
 
     app = create_app(settings["app"] | {"WORKER_INDEX": settings["index"]})
     server = Server(
@@ -34,7 +36,7 @@ async def serve(settings: dict[str, Any]) -> None:
     )
     starters = list(app.extensions.get("servers", []))
     if settings.get("grpc"):
-        from serve.rpc.server import grpc_service
+        from nnsql.serve.rpc.server import grpc_service
 
         grpc = dict(settings["grpc"])
         starters.append(grpc_service(grpc.pop("host"), grpc.pop("port"), **grpc))
@@ -70,4 +72,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

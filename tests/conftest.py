@@ -29,7 +29,7 @@ def mixed_layers_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference network really trained (scikit-learn digits, a few seconds)."""
-    from train import mnist
+    from nnsql.train import mnist
 
     out = tmp_path_factory.mktemp("digits")
     assert mnist.main(["--dataset", "digits", "--out", str(out), "--quiet"]) == 0

@@ -82,7 +82,7 @@ def save(model: keras.Model, directory, classes: list[str] | None = None):
 
 def inclusive_classifier(seed: int = 3) -> keras.Model:
     """CERN's Inclusive Classifier (GRU over masked particles + high-level features), seeded weights."""
-    from train.inclusive_classifier import build_model
+    from nnsql.train.inclusive_classifier import build_model
 
     return _seeded(build_model(), seed)
 

@@ -1,6 +1,7 @@
 """The layering the README promises, checked on the source: export/ does not import train/, the back ends
-know nothing about Keras, the front end and the lowering know nothing about SQL targets, and the serve
-blueprints do not import the app factory."""
+know nothing about Keras, the front end and the IR know nothing about SQL targets, converter modules
+register without import cycles, the serve blueprints do not import the app factory, every import of the
+project goes through `nnsql.`, and the design folders' package __init__ files have no side effects."""
 
 from __future__ import annotations
 
@@ -10,22 +11,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BACK_ENDS = ["export/duckdb", "export/postgres", "export/oracle", "export/lowering.py", "export/ir.py"]
-BACK_ENDS += ["export/kinds.py", "export/codegen.py"]
-FRONT_END = ["export/keras_frontend.py", "export/frontend_recurrent.py", "export/frontend_convolution.py"]
-FRONT_END += ["export/frontend_normalization.py", "export/lowering.py", "export/passes.py"]
-FRONT_END += ["export/frontend_outputs.py", "export/kinds.py"]
-FRONT_END_FILES = [Path(p) for p in FRONT_END if "frontend" in p]
+PACKAGES = ("export", "train", "serve", "bench", "demo", "imagedata")
+KERAS = ("keras", "tf_keras", "tensorflow", "tf2onnx")
+SQL_TARGETS = ("nnsql.export.duckdb", "nnsql.export.postgres", "nnsql.export.oracle", "nnsql.export.onnx")
+BACK_ENDS = ["export/duckdb", "export/postgres", "export/oracle", "export/ir", "export/codegen"]
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, deferred: bool = True) -> set[str]:
     tree = ast.parse(path.read_text())
+    nodes = ast.walk(tree) if deferred else iter(tree.body)  # deferred imports inside functions count too
     names: set[str] = set()
-    for node in ast.walk(tree):  # deferred imports inside functions count too
+    for node in nodes:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -49,22 +50,17 @@ def offenders(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("places", "forbidden"),
     [
-        (["export"], ("train",)),
-        (
-            BACK_ENDS,
-            ("keras", "tf_keras", "tensorflow", "tf2onnx", *(f"export.{p.stem}" for p in FRONT_END_FILES)),
-        ),
-        (
-            FRONT_END,
-            ("export.duckdb", "export.postgres", "export.oracle", "export.onnx", "duckdb", "psycopg"),
-        ),
-        # Flask's tutorial: blueprints use helper modules, never the app factory that registers them
-        (["serve/v2.py", "serve/tfserving.py", "serve/web.py", "serve/handling.py"], ("serve.app",)),
+        (["export"], ("nnsql.train",)),
+        (BACK_ENDS, (*KERAS, "nnsql.export.frontend")),
+        (["export/frontend", "export/ir"], (*SQL_TARGETS, "nnsql.export.codegen", "duckdb", "psycopg")),
+        (["export/ir", "export/codegen"], ("nnsql.export.publish",)),
+        (["serve/v2.py", "serve/tfserving.py", "serve/web.py", "serve/handling.py"], ("nnsql.serve.app",)),
     ],
     ids=[
         "export-without-train",
         "back-ends-without-keras",
-        "front-end-without-sql",
+        "front-end-and-ir-without-sql",
+        "ir-and-codegen-without-publishing",
         "blueprints-without-app",
     ],
 )
@@ -72,8 +68,93 @@ def test_layers_do_not_import_what_they_must_not_know(places, forbidden):
     assert offenders(python_files(*places), forbidden) == []
 
 
-def test_the_check_finds_an_offending_import(tmp_path, monkeypatch):
-    """The check itself can fail: a file importing train is reported."""
-    (tmp_path / "bad.py").write_text("def f():\n    from train import mnist\n")
+def module_name(path: Path) -> str:
+    return "nnsql." + ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_cycles(files: list[Path]) -> list[list[str]]:
+    """Cycles among the module-level imports of these files (a deferred import breaks none)."""
+    graph = {module_name(path): imported_modules(path, deferred=False) for path in files}
+    cycles, done = [], set()
+
+    def visit(module: str, stack: list[str]) -> None:
+        if module in stack:
+            cycles.append([*stack[stack.index(module) :], module])
+            return
+        if module in done or module not in graph:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*stack, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
+def test_converters_register_without_import_cycles():
+    """frontend/layers.py imports every converter module; none of them imports it, or the module walking
+    the graph, back: the front end (and all of export/) imports in one direction."""
+    assert import_cycles(python_files("export")) == []
+    layers = imported_modules(ROOT / "export/frontend/layers.py")
+    families = {
+        module_name(path)
+        for path in python_files("export/frontend")
+        if "@converts(" in path.read_text() and path.stem != "base"
+    }
+    assert families <= layers, (
+        f"converter modules missing from export/frontend/layers.py: {families - layers}"
+    )
+
+
+def test_every_project_import_is_namespaced():
+    """A user's own train.py, export/ or serve.py in the working directory cannot shadow the project."""
+    files = python_files(*PACKAGES, "nnsql", "tests")
+    bare = offenders(files, PACKAGES)
+    relative = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level
+    ]
+    assert bare == [] and relative == []
+
+
+def effects(init: Path) -> list[str]:
+    """Statements of a package __init__ besides a docstring, imports, `__all__` and function definitions."""
+    found = []
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef):
+            continue
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            continue
+        found.append(f"{init.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_package_init_files_have_no_side_effects():
+    """`python -m export.oracle` runs export/__init__.py and export/oracle/__init__.py under their short
+    names, beside the nnsql.* modules: they may define nothing that would then exist twice."""
+    inits = [
+        p
+        for folder in ("export", "train", "serve", "bench", "demo")
+        for p in (ROOT / folder).rglob("__init__.py")
+    ]
+    assert inits and [line for init in inits for line in effects(init)] == []
+
+
+def test_the_checks_can_fail(tmp_path, monkeypatch):
+    """The checks themselves can fail: a bare import, an import cycle and an __init__ with an effect."""
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
-    assert offenders([tmp_path / "bad.py"], ("train",)) == ["bad.py imports train"]
+    (tmp_path / "bad.py").write_text("def f():\n    from train import mnist\n")
+    assert offenders([tmp_path / "bad.py"], ("train",)) == [
+        "bad.py imports train",
+        "bad.py imports train.mnist",
+    ]
+    (tmp_path / "a.py").write_text("import nnsql.b\n")
+    (tmp_path / "b.py").write_text("from nnsql import a\n")
+    assert import_cycles([tmp_path / "a.py", tmp_path / "b.py"]) == [["nnsql.a", "nnsql.b", "nnsql.a"]]
+    (tmp_path / "__init__.py").write_text('"""Doc."""\nimport os\n\nos.environ["X"] = "1"\n')
+    assert effects(tmp_path / "__init__.py") == ["__init__.py:4"]

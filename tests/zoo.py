@@ -257,7 +257,7 @@ def gelu_operations() -> keras.Model:
 def masked_pooling() -> keras.Model:
     """GlobalAveragePooling1D and GlobalMaxPooling1D over masked sequences, in each way a mask reaches
     them: Masking, a masked LSTM's and a masked Bidirectional LSTM's sequences, and Embedding(mask_zero)
-    (export/frontend_masked_pooling.py)."""
+    (export/frontend/masked_pooling.py)."""
     sequence = keras.Input((STEPS, FEATURES), name="sequence")
     tokens = keras.Input((STEPS,), dtype="int32", name="tokens")
     masked = layers.Masking(0.0, name="mask")(sequence)
@@ -299,7 +299,7 @@ ZOO: dict[str, Callable[[], keras.Model]] = {
 }
 
 
-# Every activation a Keras layer may name (export/activations.py writes them), for the rows at scale.
+# Every activation a Keras layer may name (export/ir/activations.py writes them), for the rows at scale.
 ACTIVATIONS = (
     "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "softplus", "softsign", "silu", "hard_sigmoid",
     "hard_silu", "relu6", "leaky_relu", "mish", "gelu", "log_softmax", "log_sigmoid", "linear",

@@ -1,5 +1,1 @@
-"""Training: data loaders, reference models, and the distributed launcher (`python -m train.spawn`)."""
-
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+"""Training: data loaders, reference models, and the distributed launcher (`nnsql spawn`)."""

@@ -1,6 +1,6 @@
 """TFRecords for a training script, from local files or object storage, sharded among the workers.
 
-    from train.data import tfrecords
+    from nnsql.train.data import tfrecords
     records = tfrecords("s3://physics/hep/*.tfrecord")            # this worker's shard, as a Dataset
     events = records.map(parse).cache().shuffle(4096).batch(128)
 
@@ -18,8 +18,8 @@ import glob
 from pathlib import Path
 from typing import Any, TypeVar
 
-from train import objectstore, staging
-from train.distributed import worker_count, worker_index
+from nnsql.train import objectstore, staging
+from nnsql.train.distributed import worker_count, worker_index
 
 READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
 SHARD_POLICIES = ("file", "data")

@@ -9,7 +9,7 @@ Schema (one tf.train.Example per event):
 The classes differ in particle multiplicity, in the momentum-like features and in a few high-level
 features, with noise, so a GRU + dense network learns them but not trivially.
 
-    python -m train.hep_data --out data/hep --events 20000 --files 8
+    python -m nnsql.train.hep_data --out data/hep --events 20000 --files 8
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from nnsql import quiet
 
 PARTICLES, PARTICLE_FEATURES, HLF_FEATURES, CLASSES = 801, 19, 14, 3
 CLASS_NAMES = ("W+jets", "QCD", "ttbar")
@@ -90,10 +92,10 @@ def dataset(
 ):
     """This worker's events: files in parallel, parallel parse, cache, shuffle, batch, prefetch.
     `source` is a local glob or an s3:// pattern (train/data.py: sharding, staging, endpoints), or the
-    local files `train.data.local_files` already chose."""
+    local files `nnsql.train.data.local_files` already chose."""
     import tensorflow as tf
 
-    from train.data import local_files, read_records
+    from nnsql.train.data import local_files, read_records
 
     files = local_files(source, endpoint=endpoint, shard=shard) if isinstance(source, str) else source
     records = read_records(files, shard=shard, shuffle_files=shuffle, seed=seed)
@@ -106,7 +108,9 @@ def dataset(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m train.hep_data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m nnsql.train.hep_data", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--files", type=int, default=8)
@@ -118,4 +122,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

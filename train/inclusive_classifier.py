@@ -4,9 +4,9 @@ GRU(50, tanh) over a masked (801, 19) particle list, plus 14 high-level features
 concatenated → Dense(25, relu) → Dense(3, softmax). Adam, learning rate × number of workers, step decay
 by epoch. TensorBoard logs from the chief.
 
-    python -m train.hep_data --out data/hep --events 20000
-    python -m train.spawn -w 2 train/inclusive_classifier.py -- --data 'data/hep/*.tfrecord'
-    python -m train.spawn -w 2 --env-file s3.env train/inclusive_classifier.py -- \
+    python -m nnsql.train.hep_data --out data/hep --events 20000
+    nnsql spawn -w 2 train/inclusive_classifier.py -- --data 'data/hep/*.tfrecord'
+    nnsql spawn -w 2 --env-file s3.env train/inclusive_classifier.py -- \
         --data 's3://physics/hep/*.tfrecord' --s3-endpoint https://rgw.example.org
 """
 
@@ -19,15 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-from train import hep_data
-from train.data import local_files
-from train.distributed import is_chief, make_strategy, train_loop
-from train.objectstore import DataError
+from nnsql import quiet
+from nnsql.train import hep_data
+from nnsql.train.data import local_files
+from nnsql.train.distributed import is_chief, make_strategy, train_loop
+from nnsql.train.objectstore import DataError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m train.inclusive_classifier", description=__doc__.splitlines()[0]
+        prog="python -m nnsql.train.inclusive_classifier", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--data",
@@ -138,4 +139,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -1,10 +1,10 @@
 """Train the CERN MNIST reference network: input → Dense(100, sigmoid) → Dense(10, softmax).
 
-Runs alone (one process) or as one of N workers under `python -m train.spawn`: with a multi-worker
+Runs alone (one process) or as one of N workers under `nnsql spawn`: with a multi-worker
 `TF_CONFIG` in the environment it trains under `MultiWorkerMirroredStrategy`, and only the chief writes
 `OUT/model.keras` and `OUT/metadata.json`.
 
-    python -m train.mnist --dataset fashion-mnist --out models/fashion
+    python -m nnsql.train.mnist --dataset fashion-mnist --out models/fashion
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import imagedata as datasets
-from train.distributed import is_chief, make_strategy, train_loop
+import nnsql.imagedata as datasets
+from nnsql import quiet
+from nnsql.train.distributed import is_chief, make_strategy, train_loop
 
 DEFAULT_EPOCHS = {"mnist": 20, "fashion-mnist": 30, "digits": 150}
 HIDDEN_UNITS = 100
@@ -27,7 +28,7 @@ HIDDEN_UNITS = 100
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m train.mnist",
+        prog="python -m nnsql.train.mnist",
         description="Train the MNIST reference MLP (input → Dense(100, sigmoid) → Dense(10, "
         "softmax)) and write OUT/model.keras plus OUT/metadata.json.",
     )
@@ -37,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out",
         type=Path,
         default=os.environ.get("NNSQL_OUTPUT_DIR"),
-        help="output directory (default: NNSQL_OUTPUT_DIR, set by python -m train.spawn)",
+        help="output directory (default: NNSQL_OUTPUT_DIR, set by nnsql spawn)",
     )
     parser.add_argument("--epochs", type=int, help="default: 20 mnist, 30 fashion-mnist, 150 digits")
     parser.add_argument("--batch-size", type=int, default=128, help="per worker (default 128)")
@@ -177,4 +178,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

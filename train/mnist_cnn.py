@@ -1,7 +1,7 @@
 """A TF-Spawner-style MNIST CNN: the kind of script CERN ran with TF-Spawner, runnable alone or with
-`python -m train.spawn` unchanged. It reads WORKER_NUMBER and TOT_WORKERS like TF-Spawner scripts do.
+`nnsql spawn` unchanged. It reads WORKER_NUMBER and TOT_WORKERS like TF-Spawner scripts do.
 
-    python -m train.spawn -w 2 train/mnist_cnn.py -- --dataset fashion-mnist --epochs 2
+    nnsql spawn -w 2 train/mnist_cnn.py -- --dataset fashion-mnist --epochs 2
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-import imagedata as datasets
-from train.distributed import make_strategy, train_loop
+import nnsql.imagedata as datasets
+from nnsql import quiet
+from nnsql.train.distributed import make_strategy, train_loop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import tensorflow as tf
 
-    parser = argparse.ArgumentParser(prog="python -m train.mnist_cnn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m nnsql.train.mnist_cnn", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--dataset", choices=datasets.DATASETS, default="mnist")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=os.environ.get("NNSQL_OUTPUT_DIR", "cnn-out"))
@@ -69,4 +72,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

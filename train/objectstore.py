@@ -33,7 +33,7 @@ BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 # room left in a name segment for the suffixes staging adds: ".part-<pid>" while downloading, ".etag"
 SUFFIX_ROOM = len(".part-") + 7
 CREDENTIALS_ADVICE = (
-    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (python -m train.spawn --env-file puts them in a "
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (nnsql spawn --env-file puts them in a "
     "Kubernetes Secret) or AWS_PROFILE"
 )
 

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from train import objectstore
-from train.objectstore import DataError, StoredObject
+from nnsql.train import objectstore
+from nnsql.train.objectstore import DataError, StoredObject
 
 OBJECT_DEADLINE = 900.0
 STAGING_DEADLINE = 7200.0
@@ -98,7 +98,9 @@ def start_child(request: Request) -> subprocess.Popen:
     """`python -c` with this package's root first on the path (a user's own train.py must not shadow it);
     credentials reach it through the inherited environment, never its command line."""
     root = str(Path(objectstore.__file__).resolve().parents[1])
-    code = f"import sys; sys.path.insert(0, {root!r}); from train.staging import child_main; child_main()"
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); from nnsql.train.staging import child_main; child_main()"
+    )
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
     )
@@ -185,7 +187,7 @@ def report(**event: object) -> None:
 
 def child_main() -> None:
     """The child: list, shard, stage, reporting each step as a JSON line on stdout."""
-    from train.data import shard_files
+    from nnsql.train.data import shard_files
 
     request = Request(**json.loads(sys.stdin.read()))
     try:

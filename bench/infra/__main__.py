@@ -1,16 +1,16 @@
-"""`python -m bench.infra`: is this training cluster healthy, and does it scale?
+"""`nnsql bench infra`: is this training cluster healthy, and does it scale?
 
 Runs a training benchmark (ResNet50, an AlexNet-like network, or CERN's Inclusive Classifier) through
-`train.spawn` for every worker count of a sweep, on synthetic data (generated on the device, no input
+`nnsql.train.spawn` for every worker count of a sweep, on synthetic data (generated on the device, no input
 pipeline) and on real data (TFRecords through tf.data), and reports images/s per worker and in total,
 speedup and scaling efficiency against one worker, step-time percentiles and the input pipeline's own
 rate: a table on the terminal, and JSON, CSV and a PNG plot in runs/<run-id>/bench/.
 
-    python -m bench.infra --workers 1,2 --data synthetic,real
-    python -m bench.infra --model resnet50 --workers 1,2,4 --backend kubernetes --image my/tf-worker:2.21 \\
+    nnsql bench infra --workers 1,2 --data synthetic,real
+    nnsql bench infra --model resnet50 --workers 1,2,4 --backend kubernetes --image my/tf-worker:2.21 \\
         --gpus 1 --data synthetic,s3://bucket/imagenet/train-*.tfrecord --env-file s3.env
-    python -m bench.infra --workers 1,2 --backend kubernetes --dry-run      # the manifests it would run
-    python -m bench.infra compare runs/bench-A/bench/results.json runs/bench-B/bench/results.json
+    nnsql bench infra --workers 1,2 --backend kubernetes --dry-run      # the manifests it would run
+    nnsql bench infra compare runs/bench-A/bench/results.json runs/bench-B/bench/results.json
 
 Options it does not know are train.spawn's (--backend, --image, --gpus, --pvc, --namespace, ...).
 """
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from bench.infra import report
-from bench.infra.worker import RESULT_MARK
+from nnsql import quiet
+from nnsql.bench.infra import report
+from nnsql.bench.infra.worker import RESULT_MARK
 
 WORKER = Path(__file__).with_name("worker.py")
 MODELS = ("resnet50", "alexnet", "inclusive")
@@ -78,7 +79,7 @@ def model_names(text: str) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(
-        prog="python -m bench.infra",
+        prog="nnsql bench infra",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -160,7 +161,7 @@ def generated_sources(runs: list[Run], args: argparse.Namespace, directory: Path
             file=sys.stderr,
         )
         return {kind: (PLACEHOLDER.format(kind), None) for kind in wanted}
-    from bench.infra import data
+    from nnsql.bench.infra import data
 
     print(f"writing real data ({', '.join(sorted(wanted))}) to {directory}", file=sys.stderr)
     sources: dict[str, tuple] = {}
@@ -208,7 +209,7 @@ def spawn_arguments(run: Run, spawn_options: list[str], worker_args: list[str]) 
 
 def run_once(run: Run, argv: list[str], spawn_runs: Path, log: Path) -> list[dict]:
     """One train.spawn run, its output kept in `log`; the workers' results from their logs."""
-    from train.spawn import __main__ as spawn
+    from nnsql.train.spawn import __main__ as spawn
 
     spawn_runs.mkdir(parents=True, exist_ok=True)
     before = set(spawn_runs.iterdir())
@@ -264,7 +265,7 @@ def sweep(
 
 
 def dry_run(runs: list[Run], args: argparse.Namespace, spawn_options: list[str]) -> int:
-    from train.spawn import __main__ as spawn
+    from nnsql.train.spawn import __main__ as spawn
 
     generated = generated_sources(runs, args, Path("."))
     for run in runs:
@@ -319,7 +320,7 @@ def benchmark(args: argparse.Namespace, spawn_options: list[str]) -> int:
 
 def compare(paths: list[str]) -> int:
     if len(paths) < 2:
-        print("usage: python -m bench.infra compare FIRST.json OTHER.json [...]", file=sys.stderr)
+        print("usage: nnsql bench infra compare FIRST.json OTHER.json [...]", file=sys.stderr)
         return 2
     print(report.comparison([report.load_document(Path(path)) for path in paths]))
     return 0
@@ -338,4 +339,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -43,7 +43,7 @@ def write_images(directory: Path, images: np.ndarray, labels: np.ndarray) -> str
 
 def fashion_records(directory: Path, examples: int, eval_examples: int) -> tuple[str, str]:
     """The first `examples` training images and `eval_examples` test images; returns both globs."""
-    import imagedata
+    from nnsql import imagedata
 
     data = imagedata.load("fashion-mnist")
 
@@ -57,7 +57,7 @@ def fashion_records(directory: Path, examples: int, eval_examples: int) -> tuple
 
 
 def hep_records(directory: Path, events: int) -> str:
-    from train import hep_data
+    from nnsql.train import hep_data
 
     hep_data.write(directory, events, FILES, progress=False)
     return str(directory / "*.tfrecord")

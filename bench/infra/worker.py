@@ -1,4 +1,5 @@
-"""One benchmark run, executed by every worker under `train.spawn` (a script file shipped to the workers).
+"""One benchmark run, executed by every worker under `nnsql.train.spawn` (a script file shipped to the
+workers).
 
 Each worker trains the chosen network with MultiWorkerMirroredStrategy for `--warmup` untimed steps and
 then `--steps` timed ones, timing every step to its end (the loss is read back, so the step really
@@ -8,8 +9,8 @@ batch comes through tf.data from TFRecord files (ImageNet's keys `image/encoded`
 for the image networks; the Inclusive Classifier's schema for `inclusive`), and the pipeline is also timed
 alone first, so its capacity can be set beside the training rate.
 
-Each worker prints one line `NNSQL_BENCH_RESULT {json}`; `python -m bench.infra` reads them from the
-worker logs. The file depends on TensorFlow only (plus the project's `train.data` for `s3://` sources),
+Each worker prints one line `NNSQL_BENCH_RESULT {json}`; `nnsql bench infra` reads them from the
+worker logs. The file depends on TensorFlow only (plus the project's `nnsql.train.data` for `s3://` sources),
 so it runs in a stock TensorFlow image.
 """
 
@@ -21,6 +22,8 @@ import os
 import sys
 import time
 from typing import Any
+
+from nnsql import quiet
 
 RESULT_MARK = "NNSQL_BENCH_RESULT "
 CLASSES = 10
@@ -69,7 +72,7 @@ def worker_count() -> int:
 def local_files(pattern: str, endpoint: str | None) -> list[str]:
     """This worker's copy of the files: s3:// objects are staged by the project's train.data."""
     if pattern.startswith("s3://"):
-        from train.data import local_files as staged
+        from nnsql.train.data import local_files as staged
 
         return staged(pattern, endpoint=endpoint, shard="data")
     import glob
@@ -332,4 +335,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m export.duckdb`: compile a Keras model into a DuckDB file."""
+"""`nnsql export duckdb`: compile a Keras model into a DuckDB file."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from export import cli
-from export.duckdb.generator import CAPABILITIES
+from nnsql import quiet
+from nnsql.export import cli
+from nnsql.export.duckdb.generator import CAPABILITIES
 
 DESCRIPTION = """\
 Compile a trained Keras model into a DuckDB database file. Weights go into nnsql.tensors; scoring
@@ -29,13 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.parser(
         "duckdb",
         DESCRIPTION,
-        "python -m export.duckdb --model models/mnist/model.keras --db mnist.duckdb --name mnist",
+        "nnsql export duckdb --model models/mnist/model.keras --db mnist.duckdb --name mnist",
     )
     parser.add_argument("--db", required=True, type=Path, help="DuckDB file (created if missing)")
     args = parser.parse_args(argv)
 
     def body() -> int:
-        from export.duckdb.store import DuckDBStore, check_file_name
+        from nnsql.export.duckdb.store import DuckDBStore, check_file_name
 
         request = cli.request_from(args)
         check_file_name(args.db, args.name)
@@ -47,4 +48,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

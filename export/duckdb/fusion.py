@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from export import activations, ir
+from nnsql.export.ir import activations
+from nnsql.export.ir import graph as ir
 
 FUSED_KINDS = ("Slice", "Binary", "ActivationNode", "Concatenate", "Reshape")
 SCALAR_ACTIVATIONS = {

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from export import ir, kinds
-from export.codegen import Dialect, Generator, render_template
-from export.duckdb import fusion
-from export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
-from export.ir import FLOAT32_MAX
-from export.sqlformat import wrap
-from export.sqltext import literal
-from export.target import Capabilities, emitted_kinds, emitter, register
+from nnsql.export.codegen.generator import Dialect, Generator, render_template
+from nnsql.export.codegen.sqlformat import wrap
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.duckdb import fusion
+from nnsql.export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import kinds
+from nnsql.export.ir.graph import FLOAT32_MAX
+from nnsql.export.target import Capabilities, emitted_kinds, emitter, register
 
 TARGET = "duckdb"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
@@ -435,5 +436,5 @@ CAPABILITIES = register(
         several_outputs=True,
     ),
     DuckDBGenerator,
-    command="export.duckdb.__main__",
+    command="nnsql.export.duckdb.__main__",
 )

@@ -11,10 +11,10 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from export import ir
-from export.duckdb.generator import TEMPLATES, DuckDBGenerator
-from export.errors import ExportError, ScoringFailure, first_line
-from export.store import RegistryStore
+from nnsql.export.duckdb.generator import TEMPLATES, DuckDBGenerator
+from nnsql.export.errors import ExportError, ScoringFailure, first_line
+from nnsql.export.ir import graph as ir
+from nnsql.export.publish.store import RegistryStore
 
 TENSOR_SCHEMA = pa.schema(
     [

@@ -1,4 +1,4 @@
-"""`python -m export.onnx`: Keras → ONNX in a model repository that `python -m serve` serves."""
+"""`nnsql export onnx`: Keras → ONNX in a model repository that `nnsql serve` serves."""
 
 from __future__ import annotations
 
@@ -9,18 +9,21 @@ from pathlib import Path
 
 import numpy as np
 
-from export import budget, cli, ir, parity
-from export.errors import ExportError
-from export.frontend_outputs import output_kinds
-from export.keras_frontend import is_legacy, load_model, read_metadata
-from export.kinds import check_classes
-from export.model_limits import DEFAULT_LIMITS, Limits
-from export.names import check_model_name
-from export.onnx.capabilities import CAPABILITIES
-from export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
-from export.pipeline import describe_kind, expectations, joined
-from export.samples import SampleSet
-from serve import outputs as scorer
+from nnsql import quiet
+from nnsql.export import cli
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import is_legacy, load_model, read_metadata
+from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
+from nnsql.export.frontend.outputs import output_kinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir.kinds import check_classes
+from nnsql.export.names import check_model_name
+from nnsql.export.onnx.capabilities import CAPABILITIES
+from nnsql.export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
+from nnsql.export.publish import budget, parity
+from nnsql.export.publish.pipeline import describe_kind, expectations, joined
+from nnsql.export.publish.samples import SampleSet
+from nnsql.serve import outputs as scorer
 
 TARGET = "onnx"
 # The first output's name, by its kind: what HTTP clients ask for.
@@ -31,7 +34,7 @@ Convert a trained Keras model to ONNX with Keras's own exporter (tf2onnx underne
 onnxruntime against Keras on sample rows (max |d| <= 1e-5, and the scorer's classes and labels against
 a Keras user's: argmax, p > 0.5) and publish it as REPO/NAME/<next version>/model.onnx with
 metadata.json (inputs, outputs, output kinds, classes, sha256, parity). A version that fails the check
-is never published. Serve the repository with `python -m serve`."""
+is never published. Serve the repository with `nnsql serve`."""
 
 
 def convert(model, path: Path, opset: int | None = None, kind: str = "probabilities") -> None:
@@ -40,7 +43,7 @@ def convert(model, path: Path, opset: int | None = None, kind: str = "probabilit
     it implements); None: the converter's."""
     import onnx
 
-    from export.onnx.tf2onnx_ops import fix_transposed_padding, register
+    from nnsql.export.onnx.tf2onnx_ops import fix_transposed_padding, register
 
     register()
     try:
@@ -126,7 +129,7 @@ def batch_predict(session, inputs: dict[str, np.ndarray], start: int, stop: int)
 
 @dataclass(frozen=True)
 class Meaning:
-    """What the first output means (export/kinds.py) and its labels: how the scorer's answers are read."""
+    """What the first output means (export/ir/kinds.py) and its labels: how the scorer's answers are read."""
 
     kind: str
     units: int
@@ -222,8 +225,8 @@ def sample_sets(
     kinds: tuple[str, ...] | None = None,
     classes: tuple[str, ...] | None = None,
 ) -> list[Samples]:
-    from export.keras_frontend import to_ir
-    from export.samples import sample_inputs
+    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.publish.samples import sample_inputs
 
     try:
         labels = tuple(metadata.get("classes", ())) if classes is None else classes
@@ -322,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.parser(
         "onnx",
         DESCRIPTION,
-        "python -m export.onnx --model models/mnist/model.keras --repo model_repository --name mnist",
+        "nnsql export onnx --model models/mnist/model.keras --repo model_repository --name mnist",
     )
     parser.add_argument("--repo", required=True, type=Path, help="model repository directory")
     args = parser.parse_args(argv)
@@ -353,4 +356,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

@@ -4,8 +4,8 @@ tests/export/test_zoo.py and the parity grid prove it layer by layer with onnxru
 
 from __future__ import annotations
 
-from export import ir
-from export.target import Capabilities, register
+from nnsql.export.ir import graph as ir
+from nnsql.export.target import Capabilities, register
 
 
 def node_kinds() -> frozenset[str]:
@@ -20,5 +20,5 @@ def node_kinds() -> frozenset[str]:
 
 
 CAPABILITIES = register(
-    Capabilities(target="onnx", node_kinds=node_kinds(), float32=True), command="export.onnx.__main__"
+    Capabilities(target="onnx", node_kinds=node_kinds(), float32=True), command="nnsql.export.onnx.__main__"
 )

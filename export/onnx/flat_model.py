@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from export import budget, parity
-from export.errors import ExportError
-from export.keras_frontend import Context, load_model, read_metadata
-from export.onnx.flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
-from export.samples import SampleSet
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.base import Context
+from nnsql.export.frontend.model import load_model, read_metadata
+from nnsql.export.onnx.flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
+from nnsql.export.publish import budget, parity
+from nnsql.export.publish.samples import SampleSet
 
 OUTPUT = "probabilities"  # the first output's name after `convert`
 
@@ -102,7 +103,7 @@ def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> F
     """Convert at `opset`, flatten the inputs and shape the output (the model must have been called)."""
     import onnx
 
-    from export.onnx.__main__ import convert
+    from nnsql.export.onnx.__main__ import convert
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "model.onnx"
@@ -122,7 +123,7 @@ def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> F
 
 
 def score_flat(session: Any, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
-    from export.pipeline import joined
+    from nnsql.export.publish.pipeline import joined
 
     return joined(session.run(None, {FEATURES: rows[start:stop]}))
 
@@ -164,7 +165,7 @@ def prepare(
     progress: bool,
 ) -> tuple[FlatModel, Verified]:
     """Load the model, convert and flatten it, and check its parity on sample rows."""
-    from export.onnx.__main__ import keras_predict, sample_sets
+    from nnsql.export.onnx.__main__ import keras_predict, sample_sets
 
     keras_model = load_model(model_path)
     metadata = read_metadata(model_path)

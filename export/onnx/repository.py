@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from export.errors import ExportError
+from nnsql.export.errors import ExportError
 
 MODEL_FILE = "model.onnx"
 METADATA_FILE = "metadata.json"

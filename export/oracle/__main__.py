@@ -1,14 +1,15 @@
-"""`python -m export.oracle`: compile a Keras model into Oracle PL/SQL (live, or as reviewable scripts)."""
+"""`nnsql export oracle`: compile a Keras model into Oracle PL/SQL (live, or as reviewable scripts)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from export import cli
-from export.errors import ExportError
-from export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
-from export.pipeline import load_test_split, prepare
+from nnsql import quiet
+from nnsql.export import cli
+from nnsql.export.errors import ExportError
+from nnsql.export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
+from nnsql.export.publish.pipeline import load_test_split, prepare
 
 DESCRIPTION = """\
 Compile a trained Keras model into Oracle (19c to 23ai). Weights go into nnsql_tensors as
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.parser(
         "oracle",
         DESCRIPTION,
-        "ORACLE_PASSWORD=... python -m export.oracle --dsn scott@db:1521/FREEPDB1 "
+        "ORACLE_PASSWORD=... nnsql export oracle --dsn scott@db:1521/FREEPDB1 "
         "--model models/mnist/model.keras --name mnist",
     )
     where = parser.add_mutually_exclusive_group(required=True)
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             return onnx_scripts(args, request)
         if args.script_only:
             return script_only(args, request)
-        from export.oracle.store import OracleStore, parse_dsn, password
+        from nnsql.export.oracle.store import OracleStore, parse_dsn, password
 
         dsn = parse_dsn(args.dsn)
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def script_only(args, request) -> int:
-    from export.oracle.script import write_scripts
+    from nnsql.export.oracle.script import write_scripts
 
     prepared = prepare(request, CAPABILITIES)
     cli.say_kind(prepared)
@@ -98,7 +99,7 @@ def script_only(args, request) -> int:
 
 
 def onnx_scripts(args, request) -> int:
-    from export.oracle.onnx_script import oracle_directory_name, write
+    from nnsql.export.oracle.onnx_script import oracle_directory_name, write
 
     if not args.script_only:
         raise ExportError(
@@ -119,4 +120,5 @@ def onnx_scripts(args, request) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

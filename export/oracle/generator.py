@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from export import activations, ir, kinds
-from export.codegen import Dialect, render_template
-from export.errors import ExportError, InvalidName
-from export.names import check_model_name
-from export.procedural import ProceduralGenerator
-from export.sqltext import literal
-from export.target import Capabilities, emitted_kinds, register
+from nnsql.export.codegen.generator import Dialect, render_template
+from nnsql.export.codegen.procedural import ProceduralGenerator
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.errors import ExportError, InvalidName
+from nnsql.export.ir import activations, kinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.names import check_model_name
+from nnsql.export.target import Capabilities, emitted_kinds, register
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -145,7 +146,7 @@ PLSQL = Dialect(
 )
 
 
-# The functions users query beside predict, and what they return (export/kinds.py says which answer).
+# The functions users query beside predict, and what they return (export/ir/kinds.py says which answer).
 FUNCTIONS = [
     ("predict_proba", "UTL_NLA_ARRAY_FLT"),
     ("predict_logits", "UTL_NLA_ARRAY_FLT"),
@@ -254,7 +255,7 @@ class OracleGenerator(ProceduralGenerator):
         return context
 
     def elementwise(self) -> list[str]:
-        """The activations of export/activations.py this graph uses: each gets a procedure."""
+        """The activations of export/ir/activations.py this graph uses: each gets a procedure."""
         used = {getattr(node, "activation", None) for node in self.graph.all_nodes()}
         return [name for name in activations.FORMULAS if name in used]
 
@@ -286,5 +287,5 @@ CAPABILITIES = register(
         float32=True,  # UTL_NLA_ARRAY_FLT values and BLAS on BINARY_FLOAT
     ),
     OracleGenerator,
-    command="export.oracle.__main__",
+    command="nnsql.export.oracle.__main__",
 )

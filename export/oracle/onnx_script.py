@@ -18,17 +18,24 @@ from pathlib import Path
 
 import numpy as np
 
-from export import budget
-from export.codegen import render_template
-from export.errors import ExportError
-from export.onnx import flat_model
-from export.onnx.flat_model import FlatModel, Verified
-from export.onnx.flatten import FEATURES
-from export.oracle.generator import TEMPLATES, check_oracle_name
-from export.oracle.onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
-from export.oracle.script import APPEND, HEADER, VERIFY_ROWS, check_compiled, rows_block, testdata_script
-from export.pipeline import ExportRequest, load_test_split
-from export.sqltext import literal
+from nnsql.export.codegen.generator import render_template
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.errors import ExportError
+from nnsql.export.onnx import flat_model
+from nnsql.export.onnx.flat_model import FlatModel, Verified
+from nnsql.export.onnx.flatten import FEATURES
+from nnsql.export.oracle.generator import TEMPLATES, check_oracle_name
+from nnsql.export.oracle.onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
+from nnsql.export.oracle.script import (
+    APPEND,
+    HEADER,
+    VERIFY_ROWS,
+    check_compiled,
+    rows_block,
+    testdata_script,
+)
+from nnsql.export.publish import budget
+from nnsql.export.publish.pipeline import ExportRequest, load_test_split
 
 MAX_LITERAL = 32_000  # a PL/SQL string literal holds at most 32,767 bytes
 

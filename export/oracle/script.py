@@ -16,15 +16,17 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm import tqdm
 
-from export import ir, kinds, parity
-from export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
-from export.pipeline import ExportRequest, Prepared, input_spec_json
-from export.sqltext import literal
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import kinds
+from nnsql.export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
+from nnsql.export.publish import parity
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, input_spec_json
 
 VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
 VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
-AT_SCALE_ROWS = 6  # of which rows at scale (export/samples.py), when the samples have them
+AT_SCALE_ROWS = 6  # of which rows at scale (export/publish/samples.py), when the samples have them
 HEADER = "WHENEVER SQLERROR EXIT FAILURE ROLLBACK\nSET DEFINE OFF\n"
 
 
@@ -98,7 +100,7 @@ def rows_block(
     """Per sample row: its inputs and the package's scores against what they are compared with (Keras's
     values; the float64 reference on rows at scale) within the row's tolerance (`allowed`). With the
     `graph`, `predict` is scored and each function its kind offers is checked against a Keras user's
-    answer (export/parity.py's questions and margins); without, `predict_proba` (the ONNX engine's
+    answer (export/publish/parity.py's questions and margins); without, `predict_proba` (the ONNX engine's
     package)."""
     several = bool(graph is not None and graph.outputs)
     questions = parity.questions(graph.kind, several_outputs=several) if graph is not None else ()

@@ -1,13 +1,14 @@
-"""`python -m export.postgres`: compile a Keras model into a PostgreSQL database."""
+"""`nnsql export postgres`: compile a Keras model into a PostgreSQL database."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from export import cli
-from export.postgres.generator import CAPABILITIES
-from export.postgres.kernels import CHOICES
+from nnsql import quiet
+from nnsql.export import cli
+from nnsql.export.postgres.generator import CAPABILITIES
+from nnsql.export.postgres.kernels import CHOICES
 
 DESCRIPTION = """\
 Compile a trained Keras model into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.parser(
         "postgres",
         DESCRIPTION,
-        "PGPASSWORD=... python -m export.postgres --dsn postgresql://me@db:5432/science "
+        "PGPASSWORD=... nnsql export postgres --dsn postgresql://me@db:5432/science "
         "--model models/mnist/model.keras --name mnist",
     )
     parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
@@ -68,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     kernel = args.fast_path or args.kernel
 
     def body() -> int:
-        from export.names import check_model_name
-        from export.postgres.generator import grant_script
-        from export.postgres.store import PostgresStore
+        from nnsql.export.names import check_model_name
+        from nnsql.export.postgres.generator import grant_script
+        from nnsql.export.postgres.store import PostgresStore
 
         if args.grant_script:
             role = check_model_name(args.grant_to or "scoring_role", what="role name")
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         for role in [args.grant_to or "", *args.registry_owner]:
             if role:
                 check_model_name(role, what="role name")
-        from export.postgres.cube import CAPABILITIES as CUBE
-        from export.postgres.plpython import CAPABILITIES as PLPYTHON
+        from nnsql.export.postgres.cube import CAPABILITIES as CUBE
+        from nnsql.export.postgres.plpython import CAPABILITIES as PLPYTHON
 
         capabilities = {"plpython": PLPYTHON, "cube": CUBE}.get(kernel, CAPABILITIES)
         options = {
@@ -100,4 +101,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

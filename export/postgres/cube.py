@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from export import ir
-from export.postgres.generator import PostgresGenerator, weight_variable
-from export.postgres.kernels import cube_kernel
-from export.sqltext import literal
-from export.target import Capabilities, emitted_kinds, register
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.ir import graph as ir
+from nnsql.export.postgres.generator import PostgresGenerator, weight_variable
+from nnsql.export.postgres.kernels import cube_kernel
+from nnsql.export.target import Capabilities, emitted_kinds, register
 
 
 def is_dense_kernel(node: ir.Node, role: str) -> bool:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from export import activations, ir, kinds
-from export.codegen import Dialect, render_template
-from export.postgres.plpython import PlPythonGenerator
-from export.procedural import ProceduralGenerator
-from export.sqlformat import wrap_line
-from export.sqltext import literal
-from export.target import Capabilities, emitted_kinds, register
+from nnsql.export.codegen.generator import Dialect, render_template
+from nnsql.export.codegen.procedural import ProceduralGenerator
+from nnsql.export.codegen.sqlformat import wrap_line
+from nnsql.export.codegen.sqltext import literal
+from nnsql.export.ir import activations, kinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.postgres.plpython import PlPythonGenerator
+from nnsql.export.target import Capabilities, emitted_kinds, register
 
 TARGET = "postgres"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "postgres"
@@ -67,7 +68,7 @@ def in_body(line: str) -> str:
     return wrap_line("    " + line)[4:]
 
 
-# An element as the formulas read it (export/activations.py): NaN stays NaN (PostgreSQL orders NaN above
+# An element as the formulas read it (export/ir/activations.py): NaN stays NaN (PostgreSQL orders NaN above
 # every number, so least() alone would turn it into BOUND), |e| < FLUSH is 0, the rest within ±BOUND.
 GUARDED = (
     f"CASE WHEN u.e = 'NaN' THEN u.e WHEN abs(u.e) < {activations.FLUSH!r} THEN 0 "
@@ -76,7 +77,7 @@ GUARDED = (
 
 
 def elementwise(variable: str, activation: str) -> str:
-    """One of export/activations.py's formulas over every element, keeping the order. Each element is
+    """One of export/ir/activations.py's formulas over every element, keeping the order. Each element is
     read through GUARDED: PostgreSQL raises where a product inside a formula rounds to 0."""
     formula = activations.formula(activation, "sql", "t.e")
     return (
@@ -96,7 +97,7 @@ class PostgresGenerator(ProceduralGenerator):
 
     def weighted(self, node: ir.Dense | ir.PatchDense, function: str, x: str, *sizes: int) -> list[str]:
         """`v := nnsql.<function>(x, kernel, bias, sizes..., activation)`; an activation the library
-        lacks is applied after it by its formula (export/activations.py)."""
+        lacks is applied after it by its formula (export/ir/activations.py)."""
         bias = weight_variable(node, "bias") if node.bias is not None else "NULL"
         library = node.activation in LIBRARY_ACTIVATIONS
         arguments = [x, weight_variable(node, "kernel"), bias, *map(str, sizes)]
@@ -261,5 +262,5 @@ def grant_script(name: str, role: str) -> str:
 CAPABILITIES = register(
     Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator), several_outputs=True),
     PostgresGenerator,
-    command="export.postgres.__main__",
+    command="nnsql.export.postgres.__main__",
 )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from export.errors import ExportError
+from nnsql.export.errors import ExportError
 
 # Roles trusted as owners, given the user's --registry-owner list.
 TRUSTED = """

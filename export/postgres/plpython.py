@@ -8,11 +8,12 @@ numpy in the server's Python. Each IR value is a float64 numpy array; each node 
 
 from __future__ import annotations
 
-from export import activations, ir
-from export.codegen import Dialect
-from export.ir import FLOAT32_MAX
-from export.procedural import ProceduralGenerator
-from export.target import Capabilities, emitted_kinds, register
+from nnsql.export.codegen.generator import Dialect
+from nnsql.export.codegen.procedural import ProceduralGenerator
+from nnsql.export.ir import activations
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir.graph import FLOAT32_MAX
+from nnsql.export.target import Capabilities, emitted_kinds, register
 
 TARGET = "postgres+plpython"
 ACTIVATIONS = {

@@ -17,15 +17,15 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from export import ir
-from export.codegen import render_template
-from export.errors import ExportError, ScoringFailure, first_line
-from export.pipeline import VersionRecord
-from export.postgres import kernels
-from export.postgres.cube import CubeGenerator
-from export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
-from export.postgres.ownership import check_schemas
-from export.store import RegistryStore
+from nnsql.export.codegen.generator import render_template
+from nnsql.export.errors import ExportError, ScoringFailure, first_line
+from nnsql.export.ir import graph as ir
+from nnsql.export.postgres import kernels
+from nnsql.export.postgres.cube import CubeGenerator
+from nnsql.export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
+from nnsql.export.postgres.ownership import check_schemas
+from nnsql.export.publish.pipeline import VersionRecord
+from nnsql.export.publish.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from serve.errors import ScoringError, bad_request
-from serve.extensions import service
-from serve.tensors import load_json
+from nnsql.serve.errors import ScoringError, bad_request
+from nnsql.serve.extensions import service
+from nnsql.serve.tensors import load_json
 
 blueprint = Blueprint("extensions", __name__)
 MAX_CONTROL_BODY = 64 * 1024  # bytes: a repository request holds a flag or two

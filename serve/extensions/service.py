@@ -8,12 +8,12 @@ from typing import Any
 
 from flask import current_app
 
-from serve.errors import ScoringError
-from serve.extensions.config import model_config
-from serve.extensions.statistics import model_statistics
-from serve.handling import metrics, repository
-from serve.repository import LoadedModel
-from serve.v2 import model_metadata
+from nnsql.serve.errors import ScoringError
+from nnsql.serve.extensions.config import model_config
+from nnsql.serve.extensions.statistics import model_statistics
+from nnsql.serve.handling import metrics, repository
+from nnsql.serve.repository import LoadedModel
+from nnsql.serve.v2 import model_metadata
 
 
 def config_document(name: str, version: str | None) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def refuse_overrides(parameters: dict[str, Any]) -> None:
     if overrides:
         raise ScoringError(
             f"load parameters {overrides} are not supported: publish the model into the repository "
-            "(python -m export.onnx) and load it by name",
+            "(nnsql export onnx) and load it by name",
             400,
         )
 

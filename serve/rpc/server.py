@@ -20,12 +20,12 @@ import grpc
 from flask import Flask, g
 from grpc_reflection.v1alpha import reflection
 
-from serve.app import ACCESS_LOG, KEY_REFUSED, key_accepted
-from serve.errors import ScoringError
-from serve.rpc.messages import POOL, SERVICE, SERVICE_NAME, message
-from serve.rpc.service import InferenceService
+from nnsql.serve.app import ACCESS_LOG, KEY_REFUSED, key_accepted
+from nnsql.serve.errors import ScoringError
+from nnsql.serve.rpc.messages import POOL, SERVICE, SERVICE_NAME, message
+from nnsql.serve.rpc.service import InferenceService
 
-LOG = logging.getLogger("serve.rpc")
+LOG = logging.getLogger("nnsql.serve.rpc")
 OPEN_METHODS = {"ServerLive", "ServerReady"}  # as /v2/health/* over HTTP
 STATUS_CODES = {
     400: grpc.StatusCode.INVALID_ARGUMENT,

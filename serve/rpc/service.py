@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 from google.protobuf import json_format
 
-from serve import v2
-from serve.errors import ScoringError, bad_request
-from serve.extensions import service as extensions
-from serve.handling import repository, request_limit, too_large
-from serve.rpc.messages import message
-from serve.validation import V2_DATATYPES
+from nnsql.serve import v2
+from nnsql.serve.errors import ScoringError, bad_request
+from nnsql.serve.extensions import service as extensions
+from nnsql.serve.handling import repository, request_limit, too_large
+from nnsql.serve.rpc.messages import message
+from nnsql.serve.validation import V2_DATATYPES
 
 # The InferTensorContents field that carries each datatype (FP16 travels only in raw_input_contents).
 CONTENTS_FIELD = {

@@ -41,7 +41,7 @@ BEGIN
                     WHERE attrelid = 'nnsql.models'::regclass AND attname = 'kernel' AND NOT attisdropped) THEN
         ALTER TABLE nnsql.models ADD COLUMN kernel text;
     END IF;
-    -- What the output means (export/kinds.py); versions exported before hold probabilities.
+    -- What the output means (export/ir/kinds.py); versions exported before hold probabilities.
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
                     WHERE attrelid = 'nnsql.models'::regclass AND attname = 'output_kind' AND NOT attisdropped) THEN
         ALTER TABLE nnsql.models ADD COLUMN output_kind text;

@@ -1,4 +1,4 @@
-"""python -m bench.infra: the report's arithmetic, real sweeps through train.spawn with local workers, and
+"""nnsql bench infra: the report's arithmetic, real sweeps through train.spawn with local workers, and
 the Kubernetes dry run."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.infra import __main__ as infra
-from bench.infra import report
-from bench.infra.worker import RESULT_MARK
+from nnsql.bench.infra import __main__ as infra
+from nnsql.bench.infra import report
+from nnsql.bench.infra.worker import RESULT_MARK
 from tests.conftest import REPO
 
 REQUIRED = ("model", "data", "workers", "images_per_second", "images_per_second_per_worker", "speedup")

@@ -11,12 +11,12 @@ import duckdb
 import numpy as np
 import psycopg
 
-from export.duckdb.__main__ import main as export_duckdb
-from export.onnx.__main__ import main as export_onnx
-from export.onnx.__main__ import numpy_type
-from export.oracle.__main__ import main as export_oracle
-from export.pipeline import joined
-from export.postgres.__main__ import main as export_postgres
+from nnsql.export.duckdb.__main__ import main as export_duckdb
+from nnsql.export.onnx.__main__ import main as export_onnx
+from nnsql.export.onnx.__main__ import numpy_type
+from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.postgres.__main__ import main as export_postgres
+from nnsql.export.publish.pipeline import joined
 from tests.export.plsql_interpreter import load_scripts
 
 # Fewer parity rows than the product's default of 1,000 keep the suite fast; the check is the same.
@@ -172,7 +172,7 @@ class OracleScriptExecutor:
 
 
 class OnnxExecutor:
-    """ONNX: `python -m export.onnx` into a model repository, scored by onnxruntime."""
+    """ONNX: `nnsql export onnx` into a model repository, scored by onnxruntime."""
 
     target = "onnx"
 

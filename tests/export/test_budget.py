@@ -1,5 +1,5 @@
-"""The parity gate's sample-size control loop (export/budget.py): unit tests with a fake clock, and the
-progress lines of a real export."""
+"""The parity gate's sample-size control loop (export/publish/budget.py): unit tests with a fake clock, and
+the progress lines of a real export."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from export.budget import Budget, Outcome, ScoringLoop, planned_rows
+from nnsql.export.publish.budget import Budget, Outcome, ScoringLoop, planned_rows
 
 
 class FakeClock:
@@ -128,7 +128,7 @@ def test_outcome_says_nothing_extra_when_every_row_was_scored():
 @pytest.mark.duckdb
 def test_an_export_shows_its_estimate_and_progress_bars(cern_mlp_path, tmp_path, capsys):
     """Not a timing assertion: the lines a user watches appear, in order, on a real export."""
-    from export.duckdb.__main__ import main as export_duckdb
+    from nnsql.export.duckdb.__main__ import main as export_duckdb
 
     args = ["--model", str(cern_mlp_path), "--db", str(tmp_path / "m.duckdb"), "--name", "mnist"]
     assert export_duckdb(args) == 0

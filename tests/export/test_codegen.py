@@ -1,17 +1,17 @@
-"""The shared generators (export/codegen.py, export/procedural.py): what a target writes itself is only
-what its language computes its own way; everything else comes from its Dialect table."""
+"""The shared generators (export/codegen/generator.py, export/codegen/procedural.py): what a target writes
+itself is only what its language computes its own way; everything else comes from its Dialect table."""
 
 from __future__ import annotations
 
 import pytest
 
-from export.codegen import Dialect
-from export.duckdb.generator import DuckDBGenerator
-from export.oracle.generator import PLSQL, OracleGenerator
-from export.postgres.cube import CubeGenerator
-from export.postgres.generator import PLPGSQL, PostgresGenerator
-from export.postgres.plpython import PLPYTHON, PlPythonGenerator
-from export.procedural import ProceduralGenerator
+from nnsql.export.codegen.generator import Dialect
+from nnsql.export.codegen.procedural import ProceduralGenerator
+from nnsql.export.duckdb.generator import DuckDBGenerator
+from nnsql.export.oracle.generator import PLSQL, OracleGenerator
+from nnsql.export.postgres.cube import CubeGenerator
+from nnsql.export.postgres.generator import PLPGSQL, PostgresGenerator
+from nnsql.export.postgres.plpython import PLPYTHON, PlPythonGenerator
 from tests.golden.graphs import tiny_recurrent_graph
 
 # The products with stored tensors are each target's own (nnsql.dense, numpy's @, UTL_NLA); Oracle's

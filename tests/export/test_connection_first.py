@@ -16,7 +16,7 @@ from tests.postgres_server import PASSWORD, PASSWORD_USER
 
 def run_export(target: str, *args: str, env: dict[str, str]) -> tuple[int, str, list[str]]:
     """Run `python -m export.<target>` with -X importtime: (exit status, error lines, imported modules)."""
-    command = [sys.executable, "-X", "importtime", "-m", f"export.{target}", *args, "--quiet"]
+    command = [sys.executable, "-X", "importtime", "-m", f"nnsql.export.{target}", *args, "--quiet"]
     environment = {**os.environ, "PYTHONPATH": str(REPO), **env}
     done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=120)
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "import time:" in line]
@@ -58,7 +58,7 @@ def test_the_connection_is_reported_before_the_model_loads(postgres_dsn, cern_ml
     from tests.export.test_postgres import export
 
     assert export(postgres_dsn, cern_mlp_path, "mnist", "--quiet") == 0
-    from export.postgres.__main__ import main
+    from nnsql.export.postgres.__main__ import main
 
     info = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
     capsys.readouterr()

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from export import reference
-from export.keras_frontend import to_ir
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import reference
 from tests import models
 from tests.export.executors import DuckDBExecutor, OracleScriptExecutor, PlPythonExecutor, PostgresExecutor
 from tests.models import tf_spawner_cnn

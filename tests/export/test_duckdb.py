@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from export.duckdb.__main__ import main as export_duckdb
+from nnsql.export.duckdb.__main__ import main as export_duckdb
 from tests import models
 from tests.conftest import REPO
 
@@ -62,7 +62,7 @@ def test_any_duckdb_client_scores_without_our_code(digits_model, tmp_path):
 
 
 def test_interrupted_install_rolls_back(cern_mlp_path, tmp_path, monkeypatch):
-    from export.duckdb import store
+    from nnsql.export.duckdb import store
 
     db = tmp_path / "m.duckdb"
     assert export(cern_mlp_path, db) == 0
@@ -101,7 +101,7 @@ def test_cli_exit_status_and_single_error_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "export.duckdb",
+            "nnsql.export.duckdb",
             "--model",
             str(not_keras),
             "--db",

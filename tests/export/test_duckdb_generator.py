@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from export import reference
-from export.duckdb.generator import CAPABILITIES, DuckDBGenerator
-from export.duckdb.store import DuckDBStore
-from export.errors import UnsupportedLayer
+from nnsql.export.duckdb.generator import CAPABILITIES, DuckDBGenerator
+from nnsql.export.duckdb.store import DuckDBStore
+from nnsql.export.errors import UnsupportedLayer
+from nnsql.export.ir import reference
 from tests.golden.graphs import check_golden, tiny_graph
 
 
@@ -33,7 +33,7 @@ def test_generated_macros_compute_the_reference(tmp_path):
 
 
 def test_node_kind_without_emitter_is_unsupported():
-    from export import ir
+    from nnsql.export.ir import graph as ir
 
     class Conv(ir.Node):
         pass

@@ -10,16 +10,16 @@ import keras
 import numpy as np
 import pytest
 
-from export.errors import ExportError
-from export.frontend_outputs import output_kinds
-from export.keras_frontend import to_ir
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.frontend.outputs import output_kinds
 from tests import user_models as cases
 
 
 @pytest.mark.parametrize("fmt", ["keras", "h5"])
 @pytest.mark.parametrize("case", list(cases.CASES))
 def test_the_kind_is_read_from_the_saved_loss_and_activation(user_models, case, fmt):
-    from export.keras_frontend import load_model
+    from nnsql.export.frontend.model import load_model
 
     path = user_models[case, fmt]
     read = output_kinds(load_model(path), path)
@@ -127,7 +127,7 @@ def test_a_binary_model_labels_its_two_classes_by_default():
 
 @pytest.mark.duckdb
 def test_an_export_refuses_an_unfit_output_until_output_names_its_kind(tmp_path, capsys):
-    """`python -m export.duckdb` on a relu output: one line naming --output, nothing written; with
+    """`nnsql export duckdb` on a relu output: one line naming --output, nothing written; with
     --output values it publishes, and predict is the only function that answers."""
     from tests import models
     from tests.export.executors import DuckDBExecutor

@@ -1,6 +1,6 @@
-"""Which rows the parity gate scores (export/samples.py), what each is compared with (export/pipeline.py),
-and what happens when the database raises on one: one line naming the row and the function, and the
-previous version keeps scoring."""
+"""Which rows the parity gate scores (export/publish/samples.py), what each is compared with
+(export/publish/pipeline.py), and what happens when the database raises on one: one line naming the row and
+the function, and the previous version keeps scoring."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import numpy as np
 import psycopg
 import pytest
 
-from export import activations, budget, parity
-from export.activations import X, call, if_positive
-from export.errors import ExportError, ParityError
-from export.keras_frontend import to_ir
-from export.samples import sample_inputs
+from nnsql.export.errors import ExportError, ParityError
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import activations
+from nnsql.export.ir.activations import X, call, if_positive
+from nnsql.export.publish import budget, parity
+from nnsql.export.publish.samples import sample_inputs
 from tests import models
 from tests.export.executors import TEST_SAMPLE_ROWS, DuckDBExecutor, PostgresExecutor
 
@@ -50,7 +51,7 @@ def test_samples_add_rows_at_scale_to_the_ordinary_ones():
 
 
 def test_the_first_rows_hold_every_group_the_budget_may_stop_after_them():
-    """The parity budget scores only the first rows on a slow target (export/budget.py)."""
+    """The parity budget scores only the first rows on a slow target (export/publish/budget.py)."""
     graph = to_ir(elu_model(), target="duckdb")
     samples = sample_inputs(graph, {}, 1000)
     first = samples.origins[: budget.MINIMUM_ROWS]

@@ -1,6 +1,6 @@
 import numpy as np
 
-from export import ir
+from nnsql.export.ir import graph as ir
 
 
 def dense(name: str, kernel: np.ndarray, activation: str = "linear") -> ir.Dense:

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from export import ir, reference
-from export.errors import ExportError, UnsupportedLayer
-from export.keras_frontend import load_model, to_ir
+from nnsql.export.errors import ExportError, UnsupportedLayer
+from nnsql.export.frontend.model import load_model, to_ir
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import reference
 from tests import models
 
 

@@ -1,4 +1,4 @@
-"""The lowerings of issue 25's layers against Keras through the numpy reference (export/reference.py), over
+"""The lowerings of issue 25's layers against Keras through the numpy reference (export/ir/reference.py), over
 the options at their edges (no database: the grid in test_outside_zoo.py runs them on every target), the
 golden listing of one masked attention for review against Keras's equations, and the one-line refusals."""
 
@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 
-from export import reference
-from export.errors import UnsupportedLayer
-from export.keras_frontend import to_ir
+from nnsql.export.errors import UnsupportedLayer
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import reference
 from tests.golden.graphs import check_golden
 from tests.models import _seeded
 
@@ -85,7 +85,7 @@ def test_attention_with_masks_scale_and_causal_mask(mode, scale):
 
 def test_attention_lowering_golden_listing():
     """A masked, scaled dot-product attention, listed node by node (reviewed against Keras's equations in
-    export/frontend_attention.py)."""
+    export/frontend/attention.py)."""
     tokens = keras.Input((3,), dtype="int32", name="tokens")
     embedded = layers.Embedding(4, 2, mask_zero=True, name="embed")(tokens)
     value = layers.Attention(use_scale=True, name="attention")([embedded, embedded])

@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from export.errors import ExportError
-from export.keras_frontend import is_legacy, load_model
-from export.onnx.__main__ import export as export_onnx
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import is_legacy, load_model
+from nnsql.export.onnx.__main__ import export as export_onnx
 from tests import models
 from tests.export.executors import DuckDBExecutor
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from export import ir, lowering, reference
-from export.errors import ExportError
-from export.keras_frontend import to_ir
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import lowering, reference
 from tests import zoo
 from tests.golden.graphs import check_golden
 

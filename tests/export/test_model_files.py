@@ -1,6 +1,6 @@
 """Model files from others are hostile input: code in them (a Lambda's bytecode, a custom object) is refused
 before anything in the file is deserialised, on every target, and sizes they declare are checked before any
-weight is allocated (export/model_code.py, export/model_limits.py)."""
+weight is allocated (export/frontend/model_code.py, export/frontend/model_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import h5py
 import numpy as np
 import pytest
 
-from export.errors import ExportError
-from export.keras_frontend import load_model
-from export.model_limits import Limits
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import load_model
+from nnsql.export.frontend.model_limits import Limits
 
 
 def marker_lambda(marker: Path):

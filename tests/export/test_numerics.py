@@ -3,8 +3,8 @@ every target: no error, and the answer (docs/numerics.md). PostgreSQL raises whe
 rounds (exp beyond ±708, a product that rounds to 0), so its three kernels are the ones at risk; the
 others prove the same rows agree everywhere.
 
-What the rows are compared with, as the export's gate does (export/pipeline.py `expectations`): the
-float64 reference (export/reference.py), within 1e-5 for a target computing in float64; a float32
+What the rows are compared with, as the export's gate does (export/publish/pipeline.py `expectations`): the
+float64 reference (export/ir/reference.py), within 1e-5 for a target computing in float64; a float32
 target (Oracle's BINARY_FLOAT package, onnxruntime) within the larger of 1e-5 and 4× float32 Keras's own
 distance from the reference on that row. Ordinary rows keep the 1e-5 gate against Keras itself.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from export import activations, reference
-from export.keras_frontend import to_ir
-from export.pipeline import FLOAT32_MARGIN
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import activations, reference
+from nnsql.export.publish.pipeline import FLOAT32_MARGIN
 from tests import zoo
 from tests.export.executors import OnnxExecutor, OracleScriptExecutor
 from tests.export.plsql_interpreter import OracleError, OracleExpression

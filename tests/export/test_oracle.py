@@ -12,9 +12,9 @@ import numpy as np
 import parseora
 import pytest
 
-from export.errors import ExportError
-from export.oracle.__main__ import main as export_oracle
-from export.oracle.store import explain, parse_dsn, sql_statements
+from nnsql.export.errors import ExportError
+from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.oracle.store import explain, parse_dsn, sql_statements
 from tests import models
 from tests.export.plsql_interpreter import blas_gemv, load_scripts
 
@@ -249,7 +249,7 @@ def test_live_export_scores_and_switches(digits_model, tmp_path):
 
 
 def test_generated_plsql_matches_golden_text():
-    from export.oracle.generator import OracleGenerator
+    from nnsql.export.oracle.generator import OracleGenerator
     from tests.golden.graphs import check_golden, tiny_graph
 
     generator = OracleGenerator(tiny_graph(), "tiny", 3)
@@ -260,7 +260,7 @@ def test_generated_plsql_matches_golden_text():
 
 def test_binary_package_matches_golden_text():
     """One sigmoid unit: predict_proba is [1 - p, p], decide is q(2) > 0.5, labels refuses."""
-    from export.oracle.generator import OracleGenerator
+    from nnsql.export.oracle.generator import OracleGenerator
     from tests.golden.graphs import check_golden, tiny_binary_graph
 
     generator = OracleGenerator(tiny_binary_graph(), "sig", 1)

@@ -1,4 +1,4 @@
-"""`python -m export.oracle --engine onnx` without an Oracle server: the ONNX file runs in onnxruntime 1.15.1
+"""`nnsql export oracle --engine onnx` without an Oracle server: the ONNX file runs in onnxruntime 1.15.1
 (the runtime inside Oracle 23ai/26ai, in its own venv: tests/onnxruntime115.py) with float32 parity against
 Keras, in the form Oracle documents (one 2-D input, JSON metadata naming function, output, labels and
 attributes); the SQL*Plus scripts pass the same independent parser as the PL/SQL route's."""
@@ -13,8 +13,8 @@ import onnx
 import parseora
 import pytest
 
-from export.oracle.__main__ import main as export_oracle
-from export.oracle.onnx_engine import MAX_IR_VERSION, MAX_OPSET
+from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.oracle.onnx_engine import MAX_IR_VERSION, MAX_OPSET
 from tests import models, onnxruntime115
 
 pytestmark = pytest.mark.oracle
@@ -232,7 +232,7 @@ def test_hostile_labels_stay_data(tmp_path):
 def test_test_data_and_a_real_model_s_accuracy(digits_model, tmp_path, ort115):
     """The reference network trained on scikit-learn's digits: the test split goes into NAME_testdata (the
     table the PL/SQL route writes, whose arrays NAME_onnx takes) and the file classifies it as Keras does."""
-    import imagedata
+    from nnsql import imagedata
 
     assert export(digits_model, tmp_path, "digits", "--load-test-data") == 0
     text = (tmp_path / "testdata.sql").read_text()

@@ -14,8 +14,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from export.duckdb.generator import DuckDBGenerator
-from export.postgres.generator import PostgresGenerator
+from nnsql.export.duckdb.generator import DuckDBGenerator
+from nnsql.export.postgres.generator import PostgresGenerator
 from tests import user_models as cases
 from tests.export.executors import (
     CubeExecutor,
@@ -229,7 +229,7 @@ def test_the_gate_fails_an_export_whose_binary_rule_is_broken(
     generator = DuckDBGenerator if target == "duckdb" else PostgresGenerator
     attribute = "read_probabilities" if target == "duckdb" else "probabilities_read"
     monkeypatch.setattr(generator, attribute, lambda self: self.function("predict"))
-    monkeypatch.setattr("export.codegen.Answering.two_columns", property(lambda self: False))
+    monkeypatch.setattr("nnsql.export.codegen.generator.Answering.two_columns", property(lambda self: False))
     assert executor.export(path, "signal") == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "score disagrees with Keras's 1 when p > 0.5" in error

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from export.pipeline import joined
+from nnsql.export.publish.pipeline import joined
 from tests import models, zoo
 from tests.export.executors import OnnxExecutor, OracleScriptExecutor
 

@@ -17,10 +17,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from export.keras_frontend import load_model, read_metadata, to_ir
-from export.pipeline import ExportRequest, Prepared, expectations, joined, publish
-from export.samples import sample_inputs
-from export.target import TARGETS
+from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, expectations, joined, publish
+from nnsql.export.publish.samples import sample_inputs
+from nnsql.export.target import TARGETS
 from tests import models, outside_zoo
 from tests.export.executors import OracleScriptExecutor
 
@@ -57,7 +57,7 @@ class Compiled:
 
     def prepared_for(self, target: str) -> Prepared:
         """What the pipeline's `prepare` gives the target: rows at scale compared with the float64
-        reference, within the target's allowance (export/pipeline.py `expectations`)."""
+        reference, within the target's allowance (export/publish/pipeline.py `expectations`)."""
         float32 = TARGETS[target].capabilities.float32
         wanted = expectations(self.prepared.graph, self.prepared.samples, self.gate_scores, 1e-5, float32)
         return replace(self.prepared, expected=wanted[0], allowed=wanted[1])
@@ -90,8 +90,8 @@ def shared_database(postgres_server):
 
 def published(target: str, zoo: Compiled, name: str, where: Path | str) -> None:
     """The compiled model checked against the target's capabilities and published, gate included."""
-    from export.duckdb.store import DuckDBStore
-    from export.postgres.store import PostgresStore
+    from nnsql.export.duckdb.store import DuckDBStore
+    from nnsql.export.postgres.store import PostgresStore
 
     TARGETS[target].capabilities.check(zoo.prepared.graph)
     request = replace(zoo.request, name=name)
@@ -132,8 +132,8 @@ def scored_by_oracle_scripts(zoo: Compiled, name: str, directory: Path) -> np.nd
     independent numpy interpreter of their BLAS calls."""
     import parseora
 
-    from export.oracle.generator import check_weights_finite
-    from export.oracle.script import write_scripts
+    from nnsql.export.oracle.generator import check_weights_finite
+    from nnsql.export.oracle.script import write_scripts
 
     TARGETS["oracle"].capabilities.check(zoo.prepared.graph)
     check_weights_finite(zoo.prepared.graph)
@@ -149,7 +149,7 @@ def scored_by_onnx(zoo: Compiled, directory: Path) -> np.ndarray:
     """The loaded model converted by the ONNX target's converter and run by onnxruntime."""
     import onnxruntime
 
-    from export.onnx.__main__ import convert, numpy_type
+    from nnsql.export.onnx.__main__ import convert, numpy_type
 
     convert(zoo.model, directory / "model.onnx")
     session = onnxruntime.InferenceSession(str(directory / "model.onnx"), providers=["CPUExecutionProvider"])

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from export import parity
-from export.errors import ParityError
+from nnsql.export.errors import ParityError
+from nnsql.export.publish import parity
 
 
 def test_identical_scores_pass():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from export.postgres.__main__ import main as export_postgres
+from nnsql.export.postgres.__main__ import main as export_postgres
 from tests.export.executors import TEST_SAMPLE_ROWS
 from tests.postgres_server import PASSWORD, PASSWORD_USER
 
@@ -162,7 +162,15 @@ def test_concurrent_exports_all_succeed(postgres_dsn, cern_mlp_path, mixed_layer
     from tests.conftest import REPO
 
     def start(model, name):
-        command = [sys.executable, "-m", "export.postgres", "--model", str(model), "--dsn", postgres_dsn]
+        command = [
+            sys.executable,
+            "-m",
+            "nnsql.export.postgres",
+            "--model",
+            str(model),
+            "--dsn",
+            postgres_dsn,
+        ]
         command += ["--name", name, "--quiet", "--sample-rows", "50"]
         return subprocess.Popen(
             command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE
@@ -181,7 +189,7 @@ def test_concurrent_exports_all_succeed(postgres_dsn, cern_mlp_path, mixed_layer
 
 
 def test_the_exporter_session_cancels_its_query_if_the_exporter_dies(postgres_dsn):
-    from export.postgres.store import connect
+    from nnsql.export.postgres.store import connect
 
     with connect(postgres_dsn) as con:
         assert con.execute("SHOW client_connection_check_interval").fetchone()[0] == "1s"

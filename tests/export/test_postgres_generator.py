@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from export.postgres.generator import PostgresGenerator
+from nnsql.export.postgres.generator import PostgresGenerator
 from tests.golden.graphs import check_golden, tiny_binary_graph, tiny_graph, tiny_recurrent_graph
 
 
@@ -33,7 +33,7 @@ def test_generated_plpgsql_lines_stay_readable():
 
 
 def test_cube_kernel_matches_golden_text():
-    from export.postgres.cube import CubeGenerator
+    from nnsql.export.postgres.cube import CubeGenerator
 
     check_golden(
         CubeGenerator(tiny_graph(), "tiny", 3, cube_schema="nnsql").render(), "postgres_cube_tiny.sql"

@@ -10,8 +10,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from export.postgres.__main__ import main as export_postgres
-from export.postgres.kernels import UNIT_ROUNDOFF, dot_error_bound
+from nnsql.export.postgres.__main__ import main as export_postgres
+from nnsql.export.postgres.kernels import UNIT_ROUNDOFF, dot_error_bound
 from tests import models
 from tests.export.executors import TEST_SAMPLE_ROWS
 

@@ -7,10 +7,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from export import ir, reference
-from export.errors import UnsupportedLayer
-from export.keras_frontend import to_ir
-from export.postgres.__main__ import main as export_postgres
+from nnsql.export.errors import UnsupportedLayer
+from nnsql.export.frontend.model import to_ir
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import reference
+from nnsql.export.postgres.__main__ import main as export_postgres
 from tests import models
 
 
@@ -96,7 +97,7 @@ def test_oracle_scores_the_inclusive_classifier(classifier_path, tmp_path):
 def test_onnx_exports_the_inclusive_classifier(classifier_path, tmp_path):
     import onnxruntime
 
-    from export.onnx.__main__ import export
+    from nnsql.export.onnx.__main__ import export
 
     version, report = export(classifier_path, tmp_path, "ic", 10, 1e-5)
     session = onnxruntime.InferenceSession(str(tmp_path / "ic" / str(version) / "model.onnx"))
@@ -165,7 +166,7 @@ def test_duckdb_scores_masked_and_unmasked_grus_like_keras(tmp_path):
 def test_the_parity_gate_catches_a_mask_applied_to_the_wrong_layer(tmp_path, monkeypatch, capsys):
     """The old front end put the mask on the input value itself, so both GRUs skipped padded steps: its
     export must now fail the parity check, because the sample rows hold zero-padded sequences."""
-    from export import keras_frontend
+    from nnsql.export.frontend import layers as keras_frontend
 
     def mask_on_the_input(layer, inputs, ctx):  # the bug, reproduced: the input itself carries the mask
         mask = ir.StepMask(name="bug_mask", inputs=inputs, steps=6)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from export.oracle.__main__ import main as export_oracle
-from export.postgres.__main__ import main as export_postgres
+from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.postgres.__main__ import main as export_postgres
 
 SECRET = "Sup3rSecret"
 

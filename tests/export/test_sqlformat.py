@@ -2,7 +2,7 @@
 
 import re
 
-from export.sqlformat import wrap
+from nnsql.export.codegen.sqlformat import wrap
 
 
 def without_space(text: str) -> str:

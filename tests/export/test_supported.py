@@ -1,6 +1,6 @@
 import pytest
 
-from export.__main__ import main, markdown_table
+from nnsql.export.__main__ import main, markdown_table
 from tests.conftest import REPO
 
 
@@ -8,7 +8,7 @@ def test_readme_table_is_the_generated_one():
     readme = (REPO / "README.md").read_text()
     start = readme.index("<!-- supported:start -->\n") + len("<!-- supported:start -->\n")
     end = readme.index("<!-- supported:end -->")
-    assert readme[start:end].strip() == markdown_table().strip(), "run: python -m export --supported"
+    assert readme[start:end].strip() == markdown_table().strip(), "run: nnsql export --supported"
 
 
 def test_supported_lists_every_target_and_core_layer(capsys):
@@ -27,8 +27,8 @@ def test_supported_lists_every_target_and_core_layer(capsys):
 
 
 def test_one_command_compiles_for_any_target(cern_mlp_path, tmp_path, capsys):
-    """`python -m export --target X` is the target's own command: the same options, help and result."""
-    from export.__main__ import main
+    """`nnsql export X` is the target's own command: the same options, help and result."""
+    from nnsql.export.__main__ import main
 
     db = tmp_path / "models.duckdb"
     args = ["--target", "duckdb", "--model", str(cern_mlp_path), "--db", str(db), "--name", "mnist"]

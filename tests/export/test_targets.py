@@ -12,7 +12,8 @@ from tests.export.executors import OracleScriptExecutor
 
 
 def assert_parity(scorer, name: str, model, x: np.ndarray) -> None:
-    """The target's probabilities within float32 parity of Keras (see export/parity.py), same classes."""
+    """The target's probabilities within float32 parity of Keras (see export/publish/parity.py), same
+    classes."""
     actual, expected = scorer.predict(name, x), model.predict(x, verbose=0)
     assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
 
@@ -31,7 +32,7 @@ def test_in_database_probabilities_match_tensorflow(scorer, fixture, request):
     x[:, ::3] = 0.0  # image rows are sparse; the PostgreSQL kernel skips zeros
     expected = model.predict(x, verbose=0)
     actual = scorer.predict("mnist", x)
-    assert np.abs(actual - expected).max() <= 1e-5  # float32 parity (see export/parity.py)
+    assert np.abs(actual - expected).max() <= 1e-5  # float32 parity (see export/publish/parity.py)
     assert (actual.argmax(1) == expected.argmax(1)).all()
 
 
@@ -325,7 +326,7 @@ def normalised_models():
 
 
 def test_normalisation_layers_fold_into_their_neighbours():
-    from export.keras_frontend import to_ir
+    from nnsql.export.frontend.model import to_ir
 
     graph = to_ir(normalised_models()["tabular"], target="reference")
     assert [node.kind for node in graph.nodes] == ["Dense", "ActivationNode", "Dense", "Dense"]

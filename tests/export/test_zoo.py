@@ -1,5 +1,6 @@
 """The recurrent zoo (tests/zoo.py) × every target, ONNX included: probabilities within float32 parity of
-Keras (max |Δp| ≤ 1e-5, see export/parity.py) on 200 rows, zero-padded after varied lengths, same classes."""
+Keras (max |Δp| ≤ 1e-5, see export/publish/parity.py) on 200 rows, zero-padded after varied lengths, same
+classes."""
 
 from __future__ import annotations
 

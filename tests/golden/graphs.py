@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from export import ir
-from export.lowering import lower
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir.lowering import lower
 
 GOLDEN_DIR = Path(__file__).parent
 

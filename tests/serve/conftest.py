@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from export.onnx.__main__ import export as export_onnx
-from serve.app import create_app
-from serve.rpc.server import create_grpc_server
+from nnsql.export.onnx.__main__ import export as export_onnx
+from nnsql.serve.app import create_app
+from nnsql.serve.rpc.server import create_grpc_server
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +70,7 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    """`python -m serve` as a user runs it, on a free port, stopped at the end of the test."""
+    """`nnsql serve` as a user runs it, on a free port, stopped at the end of the test."""
 
     def __init__(self, repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
         import os
@@ -82,7 +82,7 @@ class ServeProcess:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "serve", "--repo", str(repo), "--port", str(self.port), *args]
+        command = [sys.executable, "-m", "nnsql.serve", "--repo", str(repo), "--port", str(self.port), *args]
         # a file, not a pipe: a full pipe would block the server; closed by stop()
         self.output = tempfile.TemporaryFile()  # noqa: SIM115
         self.process = subprocess.Popen(

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from serve.batching import Batcher
+from nnsql.serve.batching import Batcher
 
 
 def test_concurrent_requests_share_one_run_and_get_their_rows():

@@ -1,4 +1,4 @@
-"""`python -m serve` as a user runs it: workers on a real port, whose summed counters only grow."""
+"""`nnsql serve` as a user runs it: workers on a real port, whose summed counters only grow."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_metrics_never_go_backwards(serve_process):
 
 def test_missing_repository_is_one_line(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "serve", "--repo", str(tmp_path / "none")],
+        [sys.executable, "-m", "nnsql.serve", "--repo", str(tmp_path / "none")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -44,9 +44,9 @@ def test_missing_repository_is_one_line(tmp_path):
 
 
 def start_error(*args: str) -> str:
-    """Run python -m serve expecting it to refuse to start: exit 2 and one line on stderr, at once."""
+    """Run nnsql serve expecting it to refuse to start: exit 2 and one line on stderr, at once."""
     result = subprocess.run(
-        [sys.executable, "-m", "serve", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "nnsql.serve", *args], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()

@@ -1,7 +1,7 @@
 """Every worker serves the same versions: the master's plan, each worker's acknowledgement, one commit
 (serve/coordination.py). Two real ModelRepository followers and a real Coordinator over a real model
 repository, in one process (threads stand in for the worker processes; the files are the same); and
-`python -m serve` with two workers over HTTP."""
+`nnsql serve` with two workers over HTTP."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import time
 import pytest
 import requests
 
-from serve.coordination import Coordinator
-from serve.errors import ScoringError
-from serve.repository import ModelRepository
+from nnsql.serve.coordination import Coordinator
+from nnsql.serve.errors import ScoringError
+from nnsql.serve.repository import ModelRepository
 
 
 def wait_for(condition, seconds: float = 20.0) -> None:
@@ -166,7 +166,7 @@ def test_an_unload_that_changes_nothing_answers_at_once(cluster):
 def test_a_load_and_an_unload_in_one_round_both_succeed(own_repo, tmp_path):
     """Asked at the same moment, the load is answered as done (the unload came after it), not as a
     failure to load naming files that are there."""
-    from serve.coordination import read_json, write_json
+    from nnsql.serve.coordination import read_json, write_json
 
     state = tmp_path / "state"
     coordinator = Coordinator(own_repo, state, poll_seconds=60)

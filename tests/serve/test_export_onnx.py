@@ -1,4 +1,4 @@
-"""python -m export.onnx: versions, parity gate, atomic publication."""
+"""nnsql export onnx: versions, parity gate, atomic publication."""
 
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from export.errors import ExportError
-from export.onnx.__main__ import export, main
+from nnsql.export.errors import ExportError
+from nnsql.export.onnx.__main__ import export, main
 from tests import models
 
 
@@ -83,7 +83,7 @@ def test_variable_length_sequences_export_and_serve(tmp_path, serve_app, capsys)
     length; the SQL targets, which need fixed shapes, refuse in one line."""
     import requests
 
-    from export.duckdb.__main__ import main as export_duckdb
+    from nnsql.export.duckdb.__main__ import main as export_duckdb
 
     model = variable_length_gru()
     path = models.save(model, tmp_path / "gru_any_length")

@@ -146,7 +146,7 @@ def test_unload_through_one_worker_holds_in_every_worker(serve_app, onnx_repo, t
     """Two app instances following one master's plan (serve/coordination.py) stand for two workers."""
     import threading
 
-    from serve.coordination import Coordinator
+    from nnsql.serve.coordination import Coordinator
 
     coordinator = Coordinator(onnx_repo, tmp_path / "run" / "repository", poll_seconds=60)
     coordinator.plan()

@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from serve.rpc.messages import POOL, SERVICE
+from nnsql.serve.rpc.messages import POOL, SERVICE
 from tests.serve.conftest import ServeProcess
 
 

@@ -157,7 +157,15 @@ def test_a_bad_key_file_stops_start_up_with_one_line(tmp_path, content):
     keys = tmp_path / "keys"
     keys.write_bytes(content)
     (tmp_path / "repo").mkdir()
-    command = [sys.executable, "-m", "serve", "--repo", str(tmp_path / "repo"), "--api-key-file", str(keys)]
+    command = [
+        sys.executable,
+        "-m",
+        "nnsql.serve",
+        "--repo",
+        str(tmp_path / "repo"),
+        "--api-key-file",
+        str(keys),
+    ]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith("error: API key file")
@@ -197,7 +205,7 @@ def test_a_wrong_metadata_file_never_serves(serve_app, onnx_repo, own_repo, meta
 
 
 def test_odd_directory_names_are_ignored_and_logged_once(serve_app, own_repo, caplog):
-    caplog.set_level(logging.INFO, logger="serve.repository")
+    caplog.set_level(logging.INFO, logger="nnsql.serve.repository")
     (own_repo / "mnist" / "²").mkdir()
     (own_repo / "mnist" / "3").mkdir()
     (own_repo / "mnist" / "3" / "metadata.json").write_text("{}")

@@ -13,8 +13,8 @@ import time
 import pytest
 import uvloop
 
-from serve.app import create_app
-from serve.server import MAX_PIPELINED, Limits, Server
+from nnsql.serve.app import create_app
+from nnsql.serve.server import MAX_PIPELINED, Limits, Server
 
 KEY = b"Authorization: Bearer k3y\r\n"
 READY = b"GET /v2/health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import requests
 
-from export.onnx.__main__ import export
+from nnsql.export.onnx.__main__ import export
 from tests import user_models as cases
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def kinds_repo(user_models, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(kinds_repo):
-    from serve.app import create_app
+    from nnsql.serve.app import create_app
     from tests.serve.conftest import LiveServer
 
     live = LiveServer(create_app({"REPO": str(kinds_repo[0]), "POLL_SECONDS": 0}))

@@ -24,7 +24,7 @@ def overflowing_model():
 
 
 def test_an_overflow_inside_the_network_is_refused_by_the_scorer_and_scored_in_sql(tmp_path, serve_app):
-    from export.onnx.__main__ import export as export_onnx
+    from nnsql.export.onnx.__main__ import export as export_onnx
 
     path = models.save(overflowing_model(), tmp_path / "overflow")
     repo = tmp_path / "repo"

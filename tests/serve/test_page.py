@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 
-from export.onnx.__main__ import export as export_onnx
+from nnsql.export.onnx.__main__ import export as export_onnx
 from tests import models
 from tests.conftest import REPO
 

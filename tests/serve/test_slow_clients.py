@@ -1,6 +1,6 @@
 """Slow and stalled clients cannot stop the scorer: 64 connections that send part of a request and then
 nothing (headers cut short, or a body shorter than its Content-Length) while a normal client keeps getting
-answers, over real HTTP against `python -m serve`."""
+answers, over real HTTP against `nnsql serve`."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ def test_unsupported_media_type_and_invalid_json(live):
 
 
 def test_new_version_is_served_without_restart(live, onnx_repo, tmp_path):
-    from export.onnx.__main__ import export as export_onnx
+    from nnsql.export.onnx.__main__ import export as export_onnx
 
     path = models.save(models.cern_mlp(seed=42), tmp_path / "v2")
     version, _ = export_onnx(path, onnx_repo, "mnist", 50, 1e-5)

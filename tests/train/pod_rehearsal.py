@@ -180,7 +180,7 @@ def collect(documents: list[dict], root: Path) -> Path:
     import io
     import tarfile
 
-    from train.spawn import manifests
+    from nnsql.train.spawn import manifests
 
     claim = by_kind(documents)["Job"]["spec"]["template"]["spec"]
     (volume,) = [v for v in claim["volumes"] if "persistentVolumeClaim" in v]

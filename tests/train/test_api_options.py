@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from train.spawn import run
-from train.spawn.api import Refused
+from nnsql.train.spawn import run
+from nnsql.train.spawn.api import Refused
 
 
 @pytest.mark.parametrize(

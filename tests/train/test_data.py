@@ -4,7 +4,7 @@ import struct
 import numpy as np
 import pytest
 
-import imagedata as data
+import nnsql.imagedata as data
 
 
 def write_idx(path, array: np.ndarray) -> None:

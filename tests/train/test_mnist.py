@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-import imagedata as data
-from train import mnist
+import nnsql.imagedata as data
+from nnsql.train import mnist
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ FIT = """
 import os
 import numpy as np
 import tensorflow as tf
-from train.spawn import output_path
+from nnsql.train.spawn import output_path
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 print("replicas in sync:", strategy.num_replicas_in_sync)

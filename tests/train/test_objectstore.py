@@ -11,12 +11,12 @@ import re
 import pytest
 import tensorflow as tf
 
+from nnsql.train import hep_data
+from nnsql.train.data import local_files, tfrecords
+from nnsql.train.objectstore import DataError
+from nnsql.train.spawn import __main__ as spawn
 from tests.conftest import REPO
 from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server, server_client, upload
-from train import hep_data
-from train.data import local_files, tfrecords
-from train.objectstore import DataError
-from train.spawn import __main__ as spawn
 
 BUCKET = "physics"
 

@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from nnsql.train.data import local_files
+from nnsql.train.objectstore import DataError
 from tests.s3_server import TEST_CREDENTIALS, s3_test_server, upload
-from train.data import local_files
-from train.objectstore import DataError
 
 BUCKET = "physics"
 LONG = "a" * 300

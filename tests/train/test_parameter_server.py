@@ -9,9 +9,9 @@ import re
 import kubernetes_validate
 import pytest
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import bootstrap, manifests, tfconfig
 from tests.conftest import REPO
-from train.spawn import __main__ as spawn
-from train.spawn import bootstrap, manifests, tfconfig
 
 PS_SCRIPT = """
 import json, os, sys

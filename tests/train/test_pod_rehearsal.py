@@ -1,5 +1,5 @@
 """The generated pods, rehearsed (tests/train/pod_rehearsal.py): the exact ConfigMap files, container command
-and environment of `python -m train.spawn --backend kubernetes --dry-run`, run as 2 pods in network
+and environment of `nnsql spawn --backend kubernetes --dry-run`, run as 2 pods in network
 namespaces of their own, in a Python environment holding only what TensorFlow's image holds.
 
 The user's script is written as TensorFlow's multi-worker Keras tutorial writes it (tf.keras, model.fit,
@@ -12,9 +12,9 @@ import textwrap
 import pytest
 import yaml
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import control
 from tests.train import pod_rehearsal
-from train.spawn import __main__ as spawn
-from train.spawn import control
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ USER_SCRIPT = """
 import os
 import numpy as np
 import tensorflow as tf
-from train.spawn import output_path
+from nnsql.train.spawn import output_path
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 print("replicas in sync:", strategy.num_replicas_in_sync, flush=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import preflight
 from tests.conftest import REPO
-from train.spawn import __main__ as spawn
-from train.spawn import preflight
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nnsql.train import hep_data, inclusive_classifier
+from nnsql.train.spawn import __main__ as spawn
 from tests.conftest import REPO
-from train import hep_data, inclusive_classifier
-from train.spawn import __main__ as spawn
 
 
 @pytest.fixture(scope="module")

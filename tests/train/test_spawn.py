@@ -15,13 +15,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import envfile, manifests
+from nnsql.train.spawn.backend import RunSpec, read_record
+from nnsql.train.spawn.control import Settings, run_job
+from nnsql.train.spawn.local import LocalBackend
 from tests.conftest import REPO
 from tests.train.test_spawn_safety import alive
-from train.spawn import __main__ as spawn
-from train.spawn import envfile, manifests
-from train.spawn.backend import RunSpec, read_record
-from train.spawn.control import Settings, run_job
-from train.spawn.local import LocalBackend
 
 MNIST = REPO / "train" / "mnist.py"
 
@@ -43,7 +43,7 @@ def test_two_local_workers_match_one_worker(runs, digits_model):
     assert record["state"] == "succeeded" and metadata["workers"] == 2
     assert metadata["test_accuracy"] >= one_worker - 0.01
     assert (run_dir / "model" / "model.keras").exists()
-    from export.keras_frontend import load_model, to_ir
+    from nnsql.export.frontend.model import load_model, to_ir
 
     assert len(to_ir(load_model(run_dir / "model" / "model.keras"), target="duckdb").nodes) == 2
 
@@ -308,7 +308,7 @@ def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tm
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "train.spawn", "tensorboard", "r-tb", "--port", str(port)]
+    command = [sys.executable, "-m", "nnsql.train.spawn", "tensorboard", "r-tb", "--port", str(port)]
     server = subprocess.Popen(command, cwd=runs.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
     started: set[int] = set()
     try:

@@ -13,10 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import envfile, kube, manifests, podsecurity, rbac
+from nnsql.train.spawn.backend import RunSpec
 from tests.conftest import REPO
-from train.spawn import __main__ as spawn
-from train.spawn import envfile, kube, manifests, podsecurity, rbac
-from train.spawn.backend import RunSpec
 
 MNIST = REPO / "train" / "mnist.py"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from train.spawn.backend import Phase, RunSpec, WorkerStatus, read_record
-from train.spawn.control import JobFailed, Settings, run_job
+from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, read_record
+from nnsql.train.spawn.control import JobFailed, Settings, run_job
 
 
 class FakeBackend:
@@ -134,7 +134,7 @@ def test_different_failures_restart_and_say_what_they_resume_from(tmp_path, back
 
 def test_a_stop_request_ends_the_job(tmp_path):
     """What the Python API's interrupt does: the job stops, its workers are stopped, the record says so."""
-    from train.spawn.control import Stopped
+    from nnsql.train.spawn.control import Stopped
 
     settings = Settings(start_timeout=5, poll_seconds=0.01, max_restarts=0)
     settings.stop.set()

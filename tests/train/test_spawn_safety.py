@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import commands, preflight
 from tests.conftest import REPO
-from train.spawn import __main__ as spawn
-from train.spawn import commands, preflight
 
 SLEEPER = """
 import os, subprocess, sys, time
@@ -59,7 +59,7 @@ def spawn_process(tmp_path: Path, *args: str) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
-        "train.spawn",
+        "nnsql.train.spawn",
         "-w",
         "2",
         "--max-restarts",
@@ -192,7 +192,7 @@ def test_delete_uses_the_recorded_namespace(tmp_path, monkeypatch):
         def delete_run(self, run_id):
             deleted.append((self.namespace, run_id))
 
-    monkeypatch.setattr("train.spawn.kube.KubernetesBackend", FakeKubernetesBackend)
+    monkeypatch.setattr("nnsql.train.spawn.kube.KubernetesBackend", FakeKubernetesBackend)
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
     commands.delete(run_dir, {"backend": "kubernetes", "namespace": "physics"})
@@ -261,7 +261,7 @@ def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
     script.write_text("def make_strategy():\n    return None\n\n\nmake_strategy()\nprint('trained')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "train.spawn", "-w", "1", str(script)],
+        [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", str(script)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

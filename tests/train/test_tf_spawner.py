@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import manifests
 from tests.conftest import REPO
-from train.spawn import __main__ as spawn
-from train.spawn import manifests
 
 MNIST = REPO / "train" / "mnist.py"
 

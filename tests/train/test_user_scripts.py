@@ -16,12 +16,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from export.duckdb.__main__ import main as export_duckdb
-from export.onnx.__main__ import main as export_onnx
+from nnsql.export.duckdb.__main__ import main as export_duckdb
+from nnsql.export.onnx.__main__ import main as export_onnx
+from nnsql.train import hep_data
+from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import tensorboard
 from tests.conftest import REPO
-from train import hep_data
-from train.spawn import __main__ as spawn
-from train.spawn import tensorboard
 
 pytestmark = pytest.mark.slow
 
@@ -178,7 +178,7 @@ def test_inclusive_classifier_style_worker_trains_from_tfrecords_and_exports(run
     model_path = run_dir / "model" / "mymodel0.h5"
     duckdb_args, onnx_args = export_args(model_path, tmp_path)
     assert export_duckdb(duckdb_args) == 0 and export_onnx(onnx_args) == 0
-    from export.keras_frontend import load_model
+    from nnsql.export.frontend.model import load_model
 
     model = load_model(model_path)
     assert [tuple(t.shape[1:]) for t in model.inputs] == [(801, 19), (14,)]
@@ -198,7 +198,7 @@ def test_users_fit_script_reads_s3_through_the_helper(runs, tmp_path):
     )
     assert listing in INCLUSIVE_CLASSIFIER_WORKER
     source = INCLUSIVE_CLASSIFIER_WORKER.replace(
-        listing, "from train.data import tfrecords\ntrain = tfrecords(sys.argv[1])\n"
+        listing, "from nnsql.train.data import tfrecords\ntrain = tfrecords(sys.argv[1])\n"
     )
     paths = hep_data.write(tmp_path / "hep", events=192, files=4, progress=False)
     out = tmp_path / "saved"

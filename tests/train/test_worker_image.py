@@ -58,7 +58,7 @@ def test_worker_modules_import_only_what_the_image_holds():
 
 
 def test_the_containerfile_runs_as_the_user_spawns_pods_run_as():
-    from train.spawn import manifests
+    from nnsql.train.spawn import manifests
 
     text = (IMAGE / "Containerfile").read_text()
     assert f"USER {manifests.RUN_AS_USER}" in text and "--uid 1000" in text

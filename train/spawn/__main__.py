@@ -1,17 +1,18 @@
-"""`python -m train.spawn`: run a tf.distribute script with N workers, locally or on Kubernetes.
+"""`nnsql spawn`: run a tf.distribute script with N workers, locally or on Kubernetes.
 
-python -m train.spawn -w 2 job.py                          # 2 local worker processes, legacy tf.keras
-python -m train.spawn -w 2 train/mnist.py -- --dataset digits
-python -m train.spawn --backend kubernetes -w 4 --pvc shared job.py   # stock TensorFlow image
-python -m train.spawn --backend kubernetes -w 8 --dry-run job.py      # print the manifests
-python -m train.spawn status RUN | logs RUN [--worker I] | delete RUN | tensorboard RUN
-python -m train.spawn rbac --namespace NS                  # the Role a cluster admin grants
+nnsql spawn -w 2 job.py                          # 2 local worker processes, legacy tf.keras
+nnsql spawn -w 2 train/mnist.py -- --dataset digits
+nnsql spawn --backend kubernetes -w 4 --pvc shared job.py   # stock TensorFlow image
+nnsql spawn --backend kubernetes -w 8 --dry-run job.py      # print the manifests
+nnsql spawn status RUN | logs RUN [--worker I] | delete RUN | tensorboard RUN
+nnsql spawn rbac --namespace NS                  # the Role a cluster admin grants
 
 Save the model on every worker, as TensorFlow's multi-worker guide does (the chief alone would wait for
-the others for ever): `model.save(output_path("model.keras"))` with `from train.spawn import output_path`
-writes the chief's copy under $NNSQL_OUTPUT_DIR and the others' to temporary paths. Everything the chief
-writes under $NNSQL_OUTPUT_DIR, and, for local runs, any .keras/.h5 file or SavedModel directory whose
-path the chief prints, is copied into runs/<run-id>/model/. From a notebook: `from train.spawn import run`.
+the others for ever): `model.save(output_path("model.keras"))` with `from nnsql.train.spawn import
+output_path` writes the chief's copy under $NNSQL_OUTPUT_DIR and the others' to temporary paths. Everything
+the chief writes under $NNSQL_OUTPUT_DIR, and, for local runs, any .keras/.h5 file or SavedModel directory
+whose path the chief prints, is copied into runs/<run-id>/model/. From a notebook: `from nnsql.train.spawn
+import run`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from train.spawn import cli, commands, manifests
-from train.spawn.backend import Backend, RunSpec, read_record, write_record
-from train.spawn.control import JobFailed, Settings, Stopped, run_job, stop_on_signals
-from train.spawn.preflight import Report
+from nnsql import quiet
+from nnsql.train.spawn import cli, commands, manifests
+from nnsql.train.spawn.backend import Backend, RunSpec, read_record, write_record
+from nnsql.train.spawn.control import JobFailed, Settings, Stopped, run_job, stop_on_signals
+from nnsql.train.spawn.preflight import Report
 
 RUNS = Path("runs")
 DESCRIPTION = (
@@ -57,7 +59,7 @@ def show(report: Report) -> None:
 def local_backend(
     run_dir: Path, options: manifests.ClusterOptions, keep: bool = False
 ) -> tuple[Backend, str, dict]:
-    from train.spawn.local import LocalBackend
+    from nnsql.train.spawn.local import LocalBackend
 
     shared = str(run_dir / "shared")
     env = {
@@ -70,7 +72,7 @@ def local_backend(
 
 
 def kubernetes_backend(options: manifests.ClusterOptions) -> tuple[Backend, str, dict]:
-    from train.spawn.kube import ClusterTooOld, KubernetesBackend
+    from nnsql.train.spawn.kube import ClusterTooOld, KubernetesBackend
 
     try:
         backend = KubernetesBackend(options)
@@ -160,9 +162,7 @@ def launch(args: argparse.Namespace) -> int:
 def delete_tagged(args: argparse.Namespace) -> int:
     """TF-Spawner's `-d -t TAG`: every run recorded with that tag, its folder and cluster resources."""
     if not args.tag:
-        raise Refused(
-            "error: -d deletes the runs of a tag: give -t TAG (or: python -m train.spawn delete RUN)"
-        )
+        raise Refused("error: -d deletes the runs of a tag: give -t TAG (or: nnsql spawn delete RUN)")
     stem = cli.tag_stem(args.tag)
     tagged = [d for d in sorted(RUNS.glob("*/run.json")) if read_record(d.parent).get("tag") == stem]
     if not tagged:
@@ -179,11 +179,11 @@ def delete_tagged(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "tensorboard":
-        from train.spawn import tensorboard
+        from nnsql.train.spawn import tensorboard
 
         return tensorboard.main(argv[1:], RUNS)
     if argv and argv[0] == "rbac":
-        from train.spawn import rbac
+        from nnsql.train.spawn import rbac
 
         return rbac.main(argv[1:])
     if argv and argv[0] in commands.NAMES:
@@ -201,4 +201,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    quiet.install()  # TensorFlow's start-up lines only with --verbose
     sys.exit(main())

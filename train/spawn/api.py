@@ -1,4 +1,4 @@
-"""`from train.spawn import run`: the run the command line starts, from Python or a notebook.
+"""`from nnsql.train.spawn import run`: the run the command line starts, from Python or a notebook.
 
     job = run("train.py", "--epochs", "5", workers=2)   # returns at once; the workers train meanwhile
     model = job.wait()                                  # a progress bar (tqdm.auto), then the model's path
@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from train.spawn import __main__ as cli_main
-from train.spawn.backend import Backend, RunSpec, read_record
-from train.spawn.control import Result, Settings, run_job
-from train.spawn.local import PROJECT_ROOT
+from nnsql.train.spawn import __main__ as cli_main
+from nnsql.train.spawn.backend import Backend, RunSpec, read_record
+from nnsql.train.spawn.control import Result, Settings, run_job
+from nnsql.train.spawn.local import PROJECT_ROOT
 
 EPOCH = re.compile(r"\b[Ee]poch (\d+)/(\d+)")
 
@@ -147,7 +147,7 @@ class Run:
         self.settings.stop.set()
         self._thread.join()
         if self._tensorboard:
-            from train.spawn.tensorboard import end_group
+            from nnsql.train.spawn.tensorboard import end_group
 
             process, _ = self._tensorboard
             end_group(process.pid)
@@ -163,7 +163,7 @@ class Run:
                 probe.bind((host, 0))
                 port = probe.getsockname()[1]
         runs = self.spec.run_dir.parent
-        command = [sys.executable, "-m", "train.spawn", "tensorboard", self.run_id, "--port", str(port)]
+        command = [sys.executable, "-m", "nnsql.train.spawn", "tensorboard", self.run_id, "--port", str(port)]
         env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
         process = subprocess.Popen(
             [*command, "--host", host], cwd=runs.parent, env=env, start_new_session=True
@@ -207,7 +207,7 @@ def run(script: str | Path, *script_args: str, runs: str | Path = "runs", **opti
     """Start `script` with the command line's options (as keywords); returns at once with a `Run`."""
     args = parse(argv_of(script, script_args, options))
     if args.dry_run or args.delete:
-        raise Refused("dry_run and delete are the command line's: python -m train.spawn --help")
+        raise Refused("dry_run and delete are the command line's: nnsql spawn --help")
     try:
         backend, spec, settings = cli_main.prepare(args, Path(runs))
     except cli_main.Refused as refused:

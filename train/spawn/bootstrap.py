@@ -8,7 +8,8 @@ goes to stderr, prefixed `nnsql:`. It
 - under --keras 2 (TF_USE_LEGACY_KERAS=1) makes sure tf_keras imports: a stock TensorFlow image holds
   Keras 3 only, so the tf-keras release matching the image's TensorFlow is installed into the pod's
   package directory (NNSQL_PACKAGES), or the pod stops with one line naming the fixes;
-- makes `from train.spawn import output_path` work in an image without the project (train/spawn/output.py).
+- makes `from nnsql.train.spawn import output_path` work in an image without the project
+(train/spawn/output.py).
 
 Standard library only, and Python 3.8 syntax: it runs in whatever image the user names.
 """

@@ -1,4 +1,4 @@
-"""The options of `python -m train.spawn` (and of `train.spawn.run`, which parses the same ones), TF-Spawner's
+"""The options of `nnsql spawn` (and of `train.spawn.run`, which parses the same ones), TF-Spawner's
 short flags included, and what they become: the cluster options, the checks before anything starts."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from train.spawn import envfile, limits, manifests, podsecurity, podtemplate, preflight, runtime
+from nnsql.train.spawn import envfile, limits, manifests, podsecurity, podtemplate, preflight, runtime
 
 TF_SPAWNER_SCRIPT = f"{manifests.TF_SPAWNER_DIR}/{manifests.SCRIPT_NAME}"
 
@@ -57,7 +57,7 @@ def bounded(low: int, high: int | None = None) -> Callable[[str], int]:
 
 def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m train.spawn",
+        prog="nnsql spawn",
         description=description,
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -209,7 +209,7 @@ def task_count(args: argparse.Namespace) -> int:
 def argument_problem(args: argparse.Namespace) -> str | None:
     """The first reason, in one line, why these options cannot start a run."""
     if args.script is None:
-        return "the training script is missing (python -m train.spawn [options] SCRIPT [-- ARGS])"
+        return "the training script is missing (nnsql spawn [options] SCRIPT [-- ARGS])"
     if args.backend == "local" and args.entrypoint:
         return "--entrypoint runs in pods only; on the local backend use --command for set-up lines"
     return strategy_problem(args) or limits.check_workers(task_count(args), args.backend, force=args.force)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from train.spawn import manifests
-from train.spawn.backend import read_record
+from nnsql.train.spawn import manifests
+from nnsql.train.spawn.backend import read_record
 
 NAMES = ("status", "logs", "delete")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -30,7 +30,7 @@ def run_directory(runs: Path, run_id: str) -> Path:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog=f"python -m train.spawn {argv[0]}", description=__doc__.splitlines()[0] if __doc__ else ""
+        prog=f"nnsql spawn {argv[0]}", description=__doc__.splitlines()[0] if __doc__ else ""
     )
     parser.add_argument("run", help="the run id, as printed at the start of the run and listed in runs/")
     if argv[0] == "logs":
@@ -46,7 +46,7 @@ def show_log(run_dir: Path, record: dict, worker: int) -> None:
 
 def delete(run_dir: Path, record: dict) -> None:
     if record.get("backend") == "kubernetes":
-        from train.spawn.kube import KubernetesBackend
+        from nnsql.train.spawn.kube import KubernetesBackend
 
         options = manifests.ClusterOptions(namespace=record.get("namespace", "default"))
         KubernetesBackend(options).delete_run(run_dir.name)

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
+from nnsql.train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
 
 Say = Callable[[str], None]
 
 NO_MODEL_HINT = (
-    "save it with model.save(output_path('model.keras')), from train.spawn import output_path, "
+    "save it with model.save(output_path('model.keras')), from nnsql.train.spawn import output_path, "
     "or print the absolute path it is saved to"
 )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dotenv.parser import parse_stream
 
-from train.spawn.manifests import RESERVED_ENV
+from nnsql.train.spawn.manifests import RESERVED_ENV
 
 
 def read(path: Path) -> dict[str, str]:

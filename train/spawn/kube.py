@@ -8,8 +8,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from train.spawn import manifests
-from train.spawn.backend import Phase, RunSpec, WorkerStatus
+from nnsql.train.spawn import manifests
+from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus
 
 
 def load_config() -> None:

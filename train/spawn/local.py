@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from train.spawn.backend import Phase, RunSpec, WorkerStatus
-from train.spawn.tfconfig import worker_env
+from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus
+from nnsql.train.spawn.tfconfig import worker_env
 
 
 def free_ports(count: int) -> list[int]:

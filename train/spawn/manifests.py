@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from train.spawn import podtemplate
+from nnsql.train.spawn import podtemplate
 
 PORT = 2222
 SCRIPT_DIR = "/nnsql/script"

@@ -1,6 +1,6 @@
 """Where a worker saves its model: TensorFlow's multi-worker pattern in one call.
 
-    from train.spawn import output_path
+    from nnsql.train.spawn import output_path
     model.save(output_path("model.keras"))      # on every worker, after model.fit
 
 Under MultiWorkerMirroredStrategy saving is a collective operation: every worker must call `save`, or the

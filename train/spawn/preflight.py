@@ -4,7 +4,7 @@ It never refuses a script that could run: the only error is a script that does n
 there). Warnings: the model seems to be built before the strategy; nothing resumes after a restart (no
 BackupAndRestore callback, checkpoint manager or backup directory); the model is saved on the chief only,
 which deadlocks MultiWorkerMirroredStrategy (every worker must call save: TensorFlow's pattern, which
-`train.spawn.output_path` implements); `model.fit` under Keras 3. Notes: which Keras runtime runs
+`nnsql.train.spawn.output_path` implements); `model.fit` under Keras 3. Notes: which Keras runtime runs
 `model.fit`; a strategy of one machine (MirroredStrategy, OneDeviceStrategy, the default strategy), or
 none that can be seen, with which the workers will not train together. `--no-preflight` skips it.
 """
@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from train.spawn import runtime
+from nnsql.train.spawn import runtime
 
 STRATEGY_NAMES = {"MultiWorkerMirroredStrategy", "ParameterServerStrategy", "make_strategy"}
 ONE_MACHINE = {
@@ -29,7 +29,7 @@ MODEL_BUILDERS = {"Sequential", "Model", "build_model", "compile"}
 RESUMERS = {"BackupAndRestore", "CheckpointManager"}
 CHIEF_HINTS = ("is_chief", "task_type", "task_id", "WORKER_NUMBER", "'index'", '"index"', "chief")
 SAVERS = {"save", "save_weights"}
-HELPER = "model.save(output_path('model.keras')) with `from train.spawn import output_path`"
+HELPER = "model.save(output_path('model.keras')) with `from nnsql.train.spawn import output_path`"
 
 
 @dataclass

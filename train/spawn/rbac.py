@@ -1,4 +1,4 @@
-"""`python -m train.spawn rbac --namespace NS`: the Role and RoleBinding a cluster admin grants for spawn.
+"""`nnsql spawn rbac --namespace NS`: the Role and RoleBinding a cluster admin grants for spawn.
 
 PERMISSIONS lists exactly the API calls train/spawn/kube.py makes (a test drives every backend method
 through a recording client and compares): create, watch by listing and delete the run's ConfigMap, Secret,
@@ -62,7 +62,7 @@ def role_binding(namespace: str, bound: list[dict]) -> dict:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m train.spawn rbac",
+        prog="nnsql spawn rbac",
         description="Print the Role and RoleBinding that let a user run train.spawn in one namespace "
         "(apply them with kubectl apply -f -).",
     )

@@ -1,4 +1,4 @@
-"""`python -m train.spawn tensorboard RUN`: TensorBoard over a run's logs, no manual steps.
+"""`nnsql spawn tensorboard RUN`: TensorBoard over a run's logs, no manual steps.
 
 It serves the TensorBoard event files of the run: while a local run trains, those the chief is writing
 under its NNSQL_OUTPUT_DIR; once any run ended (local or Kubernetes), those collected into
@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from train.spawn import commands
-from train.spawn.backend import read_record
+from nnsql.train.spawn import commands
+from nnsql.train.spawn.backend import read_record
 
 
 def has_events(directory: Path) -> bool:
@@ -38,7 +38,7 @@ def log_directory(run_dir: Path) -> Path | None:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m train.spawn tensorboard", description=__doc__)
+    parser = argparse.ArgumentParser(prog="nnsql spawn tensorboard", description=__doc__)
     parser.add_argument("run", help="the run id (listed in runs/)")
     parser.add_argument("--port", type=int, default=6006)
     parser.add_argument(

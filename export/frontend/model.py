@@ -1,0 +1,294 @@
+"""Keras front end: a trained Keras model → the target-neutral IR.
+
+Layer classes map to IR nodes through `CONVERTERS`; a layer without a converter, or with an option the IR
+cannot express, raises `UnsupportedLayer` naming the layer and the target being compiled for. This module
+knows nothing about SQL or any target.
+
+Converters live in one module per layer family (export/frontend/*.py), all registered by
+export/frontend/layers.py, which this module imports.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from nnsql.export.errors import ExportError, UnsupportedLayer
+from nnsql.export.frontend.base import Context, Outputs, positional_tensors
+from nnsql.export.frontend.layers import CONVERTERS
+from nnsql.export.frontend.model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
+from nnsql.export.frontend.model_file import ModelFile, first_line, read_model_file
+from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits, check_sizes, tf_keras_config
+from nnsql.export.frontend.outputs import output_kinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir.kinds import check_classes
+from nnsql.export.ir.lowering import lower
+from nnsql.export.ir.passes import fold_linear_chains
+
+
+def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
+    shape = tuple(tensor.shape[1:])
+    if any(dim is None for dim in shape):
+        raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"variable dimension in shape {shape}")
+    dtype = getattr(tensor.dtype, "name", str(tensor.dtype))  # a string in Keras 3, a DType in tf.keras
+    if dtype not in ("float32", *INTEGER_DTYPES):
+        raise UnsupportedLayer(f"input '{tensor.name}'", ctx.target, f"dtype {tensor.dtype}")
+    kind = "float32" if dtype == "float32" else "int32"
+    return ir.TensorSpec(name=ctx.name_for(tensor.name), shape=tuple(int(d) for d in shape), dtype=kind)
+
+
+INTEGER_DTYPES = ("int32", "int64")
+
+
+def bounded(
+    inputs: tuple[ir.TensorSpec, ...], nodes: list[ir.Node], target: str
+) -> tuple[ir.TensorSpec, ...]:
+    """Integer inputs with the number of rows of the tables they index. One read by anything but
+    Embedding (its lookup, and its mask's test for 0) is refused: those layers expect real values."""
+    specs = []
+    for spec in inputs:
+        if spec.dtype == "int32":
+            readers = [node for node in nodes if spec.name in node.inputs]
+            tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
+            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
+                raise UnsupportedLayer(
+                    f"input '{spec.name}'", target, "an integer input not read by Embedding only"
+                )
+            spec = replace(spec, bound=min(tables))
+        specs.append(spec)
+    return tuple(specs)
+
+
+def keyword_arguments(inbound: Any) -> dict[str, Any]:
+    """The keyword arguments a layer was called with (use_causal_mask=True, an attention_mask tensor, ...)."""
+    kwargs = (
+        inbound.arguments.kwargs if hasattr(inbound, "arguments") else getattr(inbound, "call_kwargs", {})
+    )
+    return dict(kwargs or {})
+
+
+def output_tensors(inbound: Any) -> list[Any]:
+    """The tensors one call of a layer returned, in order."""
+    import keras
+
+    return list(keras.tree.flatten(inbound.outputs))
+
+
+def carry_mask(tensor: Any, inputs: tuple[str, ...], result: str, ctx: Context) -> None:
+    """A layer that keeps its input's mask (Keras's default compute_mask for the layers that support
+    masking: LayerNormalization, Activation, ...) passes it on with its value, when Keras says the output is
+    masked, the converter set no mask itself, and the inputs carry exactly one mask."""
+    if result in ctx.masks or getattr(tensor, "_keras_mask", None) is None:
+        return
+    masks = {ctx.masks[name] for name in inputs if name in ctx.masks}
+    if len(masks) == 1:
+        ctx.masks[result] = masks.pop()
+
+
+def to_ir(
+    model: Any,
+    *,
+    target: str,
+    classes: tuple[str, ...] = (),
+    kinds: tuple[str, ...] | None = None,
+    path: Path | None = None,
+    requested: str | None = None,
+    strict: bool = False,
+) -> ir.Graph:
+    """Convert a built Keras model (Sequential or functional) into an IR graph. `kinds` says what each
+    output means; when not given it is read once every layer has converted (an unsupported layer is
+    named first): from the model's layers and the loss saved in the file at `path`, or --output's
+    `requested` kind (export/frontend/outputs.py). An export is `strict`: an output that fits no kind
+    is refused in one line; otherwise (a graph for tests and tools) it is values."""
+    ctx = Context(target=target, names={})
+    inputs = tuple(_input_spec(tensor, ctx) for tensor in model.inputs)
+    for tensor in model.outputs:
+        if len(tensor.shape) != 2:
+            raise ExportError(f"output {tensor.name!r} has shape {tuple(tensor.shape)}; outputs must be flat")
+    values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
+    nodes: list[ir.Node] = []
+
+    def visit(tensor: Any) -> str:
+        if id(tensor) in values:
+            return values[id(tensor)]
+        layer, node_index, _ = tensor._keras_history
+        inbound = layer._inbound_nodes[node_index]
+        tensors = positional_tensors(inbound)
+        input_names = tuple(visit(t) for t in tensors)
+        converter = CONVERTERS.get(type(layer).__name__)
+        if converter is None:
+            raise ctx.unsupported(layer)
+        ctx.applying(layer)
+        ctx.arguments, ctx.tensors = keyword_arguments(inbound), tensors
+        result = converter(layer, input_names, ctx)
+        if isinstance(result, Outputs):  # several outputs: each tensor of this call gets its value
+            nodes.extend(result.nodes)
+            for output, value in zip(output_tensors(inbound), result.values, strict=True):
+                values[id(output)] = value
+            return values[id(tensor)]
+        if isinstance(result, tuple):  # a layer lowered to several nodes: the last one is its value
+            nodes.extend(result)
+            result = result[-1].name
+        elif isinstance(result, ir.Node):
+            nodes.append(result)
+            result = result.name
+        values[id(tensor)] = result
+        carry_mask(tensor, input_names, result, ctx)
+        return result
+
+    results = [visit(tensor) for tensor in model.outputs]
+    if kinds is None:
+        kinds = output_kinds(model, path, requested, strict=strict).kinds
+    output, outputs = joined_outputs(results, model, nodes, ctx, kinds)
+    nodes = fold_linear_chains(lower(nodes), output)
+    units = int(model.outputs[0].shape[-1])
+    return ir.Graph(
+        inputs=bounded(inputs, nodes, target),
+        nodes=tuple(nodes),
+        output=output,
+        classes=check_classes(kinds[0], units, tuple(classes)),
+        outputs=outputs,
+        kind=kinds[0],
+    )
+
+
+def joined_outputs(
+    values: list[str], model: Any, nodes: list[ir.Node], ctx: Context, kinds: tuple[str, ...]
+) -> tuple[str, tuple[ir.OutputSpec, ...]]:
+    """One output as it is; several joined into one flat value (a Concatenate), each named by its value
+    and given its range and kind."""
+    if len(values) == 1:
+        return values[0], ()
+    if len(set(values)) != len(values):
+        raise ExportError("the model returns one value as two outputs; return it once")
+    specs, start = [], 0
+    for value, tensor, kind in zip(values, model.outputs, kinds, strict=True):
+        stop = start + int(tensor.shape[-1])
+        specs.append(ir.OutputSpec(name=value, start=start, stop=stop, kind=kind))
+        start = stop
+    joined = ir.Concatenate(name=ctx.name_for("outputs"), inputs=tuple(values), source="the model's outputs")
+    nodes.append(joined)
+    return joined.name, tuple(specs)
+
+
+MAX_LABEL = 200
+
+
+def check_labels(labels: Any) -> tuple[str, ...]:
+    """Class labels from metadata: a list of single-line strings. They reach databases only as data, but
+    a line break could still end a statement in a script client (SQL*Plus), so none is allowed."""
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise ExportError("metadata 'classes' must be a list of strings, one label per class")
+    for index, label in enumerate(labels):
+        if not label or len(label) > MAX_LABEL:
+            raise ExportError(f"class label {index} must hold 1 to {MAX_LABEL} characters")
+        if any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp") for character in label):
+            raise ExportError(f"class label {index} holds a line break or control character: {label[:40]!r}")
+    return tuple(labels)
+
+
+def read_metadata(model_path: Path) -> dict[str, Any]:
+    """The `metadata.json` written beside the model by training, or {} when there is none; its class
+    labels checked (check_labels)."""
+    path = model_path.parent / "metadata.json"
+    if not path.exists():
+        return {}
+    try:
+        metadata = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ExportError(f"cannot read {path}: {first_line(error)}") from None
+    if not isinstance(metadata, dict):
+        raise ExportError(f"{path} must hold a JSON object")
+    if "classes" in metadata:
+        metadata["classes"] = list(check_labels(metadata["classes"]))
+    return metadata
+
+
+def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Load a model as users save them: Keras 3's `.keras`, or, with TensorFlow's legacy Keras 2 package
+    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. The configuration is read
+    as data first: code in it (a Lambda, a custom object) is refused unless `trust_code`, and sizes
+    beyond `limits` are refused before any weight is allocated. One clear line for every refusal."""
+    model_file = read_model_file(path)
+    if not trust_code:
+        refuse_code(model_file)
+    check_sizes(model_file, limits, trust_code=trust_code)
+    if model_file.library == "keras":
+        return load_keras(model_file, safe_mode=not trust_code)
+    if model_file.format == "savedmodel" and not trust_code:
+        return saved_model_from_config(model_file)
+    return load_tf_keras(model_file)
+
+
+def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:
+    import keras  # deferred: importing TensorFlow takes seconds
+
+    try:
+        return keras.saving.load_model(model_file.path, compile=False, safe_mode=safe_mode)
+    except Exception as error:  # Keras raises many types for a corrupt file
+        raise ExportError(f"cannot load Keras model {model_file.path}: {first_line(error)}") from error
+
+
+def load_tf_keras(model_file: ModelFile) -> Any:
+    """tf.keras (Keras 2), the format's own reader; for an HDF5 file that tf.keras wrote with a TensorFlow
+    function as an activation (which its HDF5 reader cannot read back), then Keras 3, given Keras's own
+    functions under those names (LEGACY_TF_ACTIVATIONS): nothing from the file runs either way."""
+    import tf_keras
+
+    try:
+        return tf_keras.models.load_model(
+            model_file.path, compile=False, custom_objects=legacy_tf_activations()
+        )
+    except Exception as legacy_error:
+        if model_file.format != "h5":
+            raise ExportError(
+                f"cannot load {model_file.kind} {model_file.path} with tf.keras: {first_line(legacy_error)}"
+            ) from None
+        import keras
+
+        try:
+            return keras.saving.load_model(model_file.path, compile=False, custom_objects=keras_activations())
+        except Exception as error:
+            raise ExportError(
+                f"cannot load {model_file.path}: tf.keras said {first_line(legacy_error)!r}; "
+                f"Keras 3 said {first_line(error)!r}"
+            ) from None
+
+
+def keras_activations() -> dict[str, Any]:
+    """Keras 3's own activations under the TensorFlow function names of LEGACY_TF_ACTIVATIONS."""
+    import keras
+
+    functions = {
+        "log_softmax_v2": keras.activations.log_softmax,
+        "softmax_v2": keras.activations.softmax,
+        "exp": keras.activations.exponential,
+        "log_sigmoid": keras.activations.log_sigmoid,
+    }
+    assert tuple(functions) == LEGACY_TF_ACTIVATIONS
+    return functions
+
+
+def saved_model_from_config(model_file: ModelFile) -> Any:
+    """A tf.keras SavedModel rebuilt from its checked configuration, its weights read from its checkpoint:
+    none of the TensorFlow functions the SavedModel also holds is loaded or run."""
+    import tensorflow as tf
+    import tf_keras
+
+    try:
+        model = tf_keras.models.model_from_config(
+            tf_keras_config(model_file), custom_objects=legacy_tf_activations()
+        )
+        status = model.load_weights(str(model_file.path / "variables" / "variables"))
+        status.assert_existing_objects_matched()
+    except (tf.errors.OpError, AssertionError, ValueError, TypeError) as error:
+        raise ExportError(f"cannot load {model_file.kind} {model_file.path}: {first_line(error)}") from None
+    return model
+
+
+def is_legacy(model: Any) -> bool:
+    """True for a model of TensorFlow's legacy Keras 2 package (tf-keras), False for Keras 3."""
+    return type(model).__module__.startswith("tf_keras")

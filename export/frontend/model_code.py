@@ -1,0 +1,170 @@
+"""Refuse a model whose configuration holds code, before Keras reads it.
+
+Loading runs code from a model file in three ways: a `Lambda` layer's function (tf.keras stores it as
+marshalled bytecode; Keras 3 as `__lambda__`), a class or function named by a module that is not Keras's
+own (a custom object: its module is imported), and a tf.keras `TFOpLambda` that names any TensorFlow
+function (`io.write_file` as well as `math.add`). Every serialised object of the configuration, nested
+models and wrappers included (Sequential inside Functional, Bidirectional, TimeDistributed), must be a
+built-in Keras layer, initializer, regularizer, constraint, activation or dtype policy of the library
+that will load it, or plain data (tuples, shapes, tensors' specs). Anything else is refused with one line
+naming the layer, unless the user passes --trust-model-code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model_file import ModelFile
+
+TRUST_ADVICE = "pass --trust-model-code only if you trust the file's author"
+
+# Namespaces whose public classes a configuration may name, per library.
+NAMESPACES = {
+    "keras": (
+        "layers",
+        "models",
+        "initializers",
+        "regularizers",
+        "constraints",
+        "dtype_policies",
+        "random",
+    ),
+    "tf_keras": ("layers", "models", "initializers", "regularizers", "constraints", "mixed_precision"),
+}
+LIBRARIES = ("keras", "tf_keras")  # tf.keras names its own modules "keras.*" in configurations
+MODEL_CLASSES = {"Functional", "Model", "Sequential"}
+# Serialised data, not classes: Keras turns these into tuples, tensors, specs or slices.
+DATA_MARKERS = {
+    "__tuple__",
+    "__keras_tensor__",
+    "__tensor__",
+    "__numpy__",
+    "__bytes__",
+    "__ellipsis__",
+    "__slice__",
+    "__typespec__",
+    "TensorShape",
+}
+CODE_CLASSES = {"Lambda", "__lambda__"}
+# A tf.keras TFOpLambda calls the TensorFlow function its config names; these have no side effects.
+PURE_TF_PREFIXES = ("math.", "nn.", "linalg.", "__operators__.")
+PURE_TF_FUNCTIONS = {
+    *("concat", "reshape", "stack", "unstack", "squeeze", "expand_dims", "transpose", "cast"),
+    *("clip_by_value", "where", "gather", "split", "tile", "identity", "ones_like", "zeros_like"),
+    *("shape", "broadcast_to", "pad", "slice", "strided_slice", "reverse", "einsum", "matmul"),
+    *("maximum", "minimum", "abs", "sqrt", "exp", "square", "sigmoid", "tanh", "one_hot", "range"),
+}
+# The TensorFlow function names tf.keras writes for an activation given as `tf.nn.log_softmax` and the
+# like (serialised as a 'builtins' function), which it cannot read back by itself: legacy_tf_activations
+# (and keras_frontend.keras_activations for Keras 3) give the functions for the names.
+LEGACY_TF_ACTIVATIONS = ("log_softmax_v2", "softmax_v2", "exp", "log_sigmoid")
+KERAS_OPS_MODULE = re.compile(r"keras\.src\.ops\.[a-z_]+")
+
+
+def legacy_tf_activations() -> dict[str, Any]:
+    """TensorFlow's own functions for the names of LEGACY_TF_ACTIVATIONS, as tf.keras's custom objects
+    when it reads a configuration: the names come from the file as data, the functions from TensorFlow."""
+    import tensorflow as tf  # deferred: importing TensorFlow takes seconds
+
+    functions = {
+        "log_softmax_v2": tf.nn.log_softmax,
+        "softmax_v2": tf.nn.softmax,
+        "exp": tf.math.exp,
+        "log_sigmoid": tf.math.log_sigmoid,
+    }
+    assert tuple(functions) == LEGACY_TF_ACTIVATIONS
+    return functions
+
+
+def refuse_code(model: ModelFile) -> None:
+    """Raise ExportError, naming the layer, for the first object of the configuration that is code or
+    not a built-in of the library that will load the file."""
+    if model.config is None:
+        raise ExportError(
+            f"{model.path} has no keras_metadata.pb (a SavedModel not written by tf.keras, or before "
+            f"TensorFlow 2.5): its layers cannot be checked for code before loading; {TRUST_ADVICE}"
+        )
+    library = importlib.import_module(model.library)  # deferred: imports TensorFlow
+    top = model.config
+    objects = [(top, ()), *serialised_objects({k: v for k, v in top.items() if k != "class_name"}, ())]
+    for obj, layers in objects:
+        problem = what_is_wrong(obj, library, model.library)
+        if problem:
+            where = "layer " + " inside ".join(layers[::-1]) if layers else f"the model ({top['class_name']})"
+            raise ExportError(f"refusing to load {model.path}: {where}: {problem}; {TRUST_ADVICE}")
+
+
+def serialised_objects(
+    value: Any, layers: tuple[str, ...], key: str = ""
+) -> Iterator[tuple[dict[str, Any], tuple[str, ...]]]:
+    """Every `{"class_name": ...}` object in the configuration, with the layers that hold it, outermost
+    first. `compile_config` (optimizer, loss, metrics) is skipped: the exporter loads without compiling."""
+    if isinstance(value, list):
+        for item in value:
+            yield from serialised_objects(item, layers)
+    elif isinstance(value, dict):
+        if isinstance(value.get("class_name"), str):
+            config = value.get("config")
+            name = config.get("name") if isinstance(config, dict) else None
+            if isinstance(name, str) and key != "dtype":  # a layer or a nested model
+                layers = (*layers, f"'{name}' ({value['class_name']})")
+            yield value, layers
+        for child_key, child in value.items():
+            if child_key != "compile_config":
+                yield from serialised_objects(child, layers, child_key)
+
+
+def what_is_wrong(obj: dict[str, Any], library: Any, library_name: str) -> str:
+    """Why this serialised object would run code from the file, or "" when it is a built-in."""
+    class_name, module = obj["class_name"], obj.get("module")
+    if class_name == "function" and obj.get("config") in LEGACY_TF_ACTIVATIONS:
+        return ""  # a name, read as data: legacy_tf_activations gives TensorFlow's own function
+    if class_name in CODE_CLASSES:
+        return "Python code (a Lambda's marshalled bytecode) that loading would run"
+    if class_name in DATA_MARKERS:
+        return ""
+    if module is not None and not (isinstance(module, str) and module.split(".")[0] in LIBRARIES):
+        what = f"function {obj.get('config')!r}" if class_name == "function" else f"class {class_name!r}"
+        return f"{what} comes from module {module!r}, not Keras: a custom object, which loading runs"
+    registered = obj.get("registered_name")
+    named_function = class_name == "function" and isinstance(registered, str)
+    if registered not in (None, class_name) and not named_function:
+        return f"{registered!r} is a custom object registered by its author, whose code loading runs"
+    if class_name == "function":
+        return builtin_function(obj.get("config"), library)
+    if class_name in ("TFOpLambda", "SlicingOpLambda") and library_name == "tf_keras":
+        return pure_tf_function(obj.get("config"))
+    if class_name in MODEL_CLASSES or builtin_class(class_name, module, library, library_name):
+        return ""
+    return f"{class_name!r} is not a built-in Keras class (a custom object, whose code loading runs)"
+
+
+def builtin_class(class_name: str, module: Any, library: Any, library_name: str) -> bool:
+    for namespace in NAMESPACES[library_name]:
+        found = getattr(getattr(library, namespace, None), class_name, None)
+        if inspect.isclass(found) and found.__module__.split(".")[0] == library_name:
+            return True
+    # Keras 3 saves operations applied in a functional model (keras.ops.gelu) as classes of its ops modules.
+    if library_name == "keras" and isinstance(module, str) and KERAS_OPS_MODULE.fullmatch(module):
+        found = getattr(importlib.import_module(module), class_name, None)
+        return inspect.isclass(found) and issubclass(found, library.Operation)
+    return False
+
+
+def builtin_function(name: Any, library: Any) -> str:
+    """A function serialised by name (an activation): it must be one of Keras's activations."""
+    if isinstance(name, str) and callable(getattr(library.activations, name, None)):
+        return ""
+    return f"function {name!r} is not a built-in Keras activation"
+
+
+def pure_tf_function(config: Any) -> str:
+    name = config.get("function") if isinstance(config, dict) else None
+    if isinstance(name, str) and (name.startswith(PURE_TF_PREFIXES) or name in PURE_TF_FUNCTIONS):
+        return ""
+    return f"a TFOpLambda calls TensorFlow function {name!r}, not known to be free of side effects"

@@ -1,0 +1,130 @@
+"""What a model file declares, read as data before Keras deserialises anything in it.
+
+A Keras model file is a program as much as data: a tf.keras `Lambda` layer is stored as marshalled Python
+bytecode, and a custom class or function is named by its module, which loading imports. So the exporter
+first reads each format's configuration with a plain reader: the `.keras` archive's `config.json`
+(zipfile), the `.h5` file's `model_config` attribute (h5py), a SavedModel's `keras_metadata.pb`
+(protobuf). export/frontend/model_code.py then refuses code in it, and export/frontend/model_limits.py checks
+the sizes it declares, before any layer is built or any weight read.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nnsql.export.errors import ExportError
+
+FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
+MAX_CONFIG_BYTES = 64 << 20  # a model's configuration is kilobytes; a bigger one is not read
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file and its configuration, as JSON data.
+
+    `library` is the Keras that wrote it and will read it: "keras" (Keras 3) or "tf_keras" (TensorFlow's
+    legacy Keras 2). `config` is `{"class_name": ..., "config": ...}`, or None for a SavedModel without
+    Keras metadata (nothing can be checked before loading it)."""
+
+    path: Path
+    format: str  # "keras", "h5" or "savedmodel"
+    library: str
+    config: dict[str, Any] | None
+
+    @property
+    def kind(self) -> str:
+        return {"keras": "a .keras file", "h5": "an HDF5 file", "savedmodel": "a SavedModel directory"}[
+            self.format
+        ]
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def read_model_file(path: str | Path) -> ModelFile:
+    """The file's format, writer and configuration; one clear line when it is none of the three."""
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"model file not found: {path}")
+    if path.is_dir():
+        if (path / "saved_model.pb").is_file():
+            return read_saved_model(path)
+        raise ExportError(f"{path} is a directory without saved_model.pb; expected {FORMATS}")
+    if path.suffix in (".h5", ".hdf5"):
+        return read_h5(path)
+    if path.suffix != ".keras":
+        raise ExportError(f"{path} is not a Keras model: expected {FORMATS}")
+    return read_keras(path)
+
+
+def read_keras(path: Path) -> ModelFile:
+    if not zipfile.is_zipfile(path):
+        raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("config.json")
+            if info.file_size > MAX_CONFIG_BYTES:
+                raise ExportError(f"{path}: config.json holds {info.file_size:,} bytes; refusing to read it")
+            config = parse_json(archive.read(info), path)
+    except (KeyError, zipfile.BadZipFile, OSError) as error:
+        raise ExportError(f"cannot load Keras model {path}: {first_line(error)}") from None
+    return ModelFile(path, "keras", "keras", config)
+
+
+def read_h5(path: Path) -> ModelFile:
+    """The `model_config` attribute; `keras_version` says which Keras wrote it (Keras 3 writes .h5 too)."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as file:
+            raw = file.attrs.get("model_config")
+            version = file.attrs.get("keras_version", b"")
+    except OSError as error:
+        raise ExportError(f"cannot load an HDF5 file {path}: {first_line(error)}") from None
+    if raw is None:
+        raise ExportError(f"{path} holds no model configuration (a weights-only file?); save the whole model")
+    version = version.decode() if isinstance(version, bytes) else str(version)
+    library = "keras" if version.startswith("3") else "tf_keras"
+    return ModelFile(path, "h5", library, parse_json(raw, path))
+
+
+def read_saved_model(path: Path) -> ModelFile:
+    """The root object's class and configuration in keras_metadata.pb, which tf.keras writes beside the
+    TensorFlow graph. The JSON is read as plain data (tf.keras decodes some of it into objects)."""
+    metadata_file = path / "keras_metadata.pb"
+    if not metadata_file.is_file():
+        return ModelFile(path, "savedmodel", "tf_keras", None)
+    from tf_keras.protobuf import saved_metadata_pb2  # deferred: imports TensorFlow
+
+    metadata = saved_metadata_pb2.SavedMetadata()
+    try:
+        metadata.ParseFromString(metadata_file.read_bytes())
+    except Exception as error:  # protobuf's DecodeError, or OSError
+        raise ExportError(f"cannot read {metadata_file}: {first_line(error)}") from None
+    roots = [node for node in metadata.nodes if node.node_path == "root"]
+    if not roots:
+        raise ExportError(f"{metadata_file} describes no model (no root object)")
+    root = parse_json(roots[0].metadata, path)
+    if not isinstance(root.get("config"), dict) or "layers" not in root["config"]:
+        raise ExportError(
+            f"{path} holds a subclassed model ({root.get('class_name')!r}) without a configuration: only "
+            "its TensorFlow graph could rebuild it; save it as a Sequential or functional model"
+        )
+    config = {"class_name": root["class_name"], "config": root["config"]}
+    return ModelFile(path, "savedmodel", "tf_keras", config)
+
+
+def parse_json(raw: str | bytes, path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ExportError(f"{path}: the model configuration is not JSON: {first_line(error)}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("class_name"), str):
+        raise ExportError(f"{path}: the model configuration names no class")
+    return config

@@ -1,0 +1,194 @@
+"""Check the sizes a model file declares before anything of that size is allocated.
+
+One number changed in a configuration (Dense units 100 → 524,288) declares 411 million parameters; Keras
+would allocate and initialise them all before noticing that the stored weights do not match, and a
+compressed HDF5 dataset can expand to any size when read. So before loading:
+- the declared model is built from its configuration without weights (Keras 3: variables created in a
+  `StatelessScope` are left uninitialised; tf.keras: built in a TensorFlow graph, where variables are
+  symbolic), and its parameters and the values each layer outputs per row are counted;
+- the stored weights are counted from the file's metadata (HDF5 dataset shapes, the SavedModel
+  checkpoint's index), without reading them.
+Either beyond its limit is refused with one line naming the option that raises it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model_code import legacy_tf_activations
+from nnsql.export.frontend.model_file import ModelFile, first_line
+
+DEFAULT_MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights; the reference MLP has 79,510
+DEFAULT_MAX_ACTIVATIONS = 10_000_000  # values one layer outputs per row (40 MB of float32)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_parameters: int = DEFAULT_MAX_PARAMETERS
+    max_activations: int = DEFAULT_MAX_ACTIVATIONS
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def check_sizes(model: ModelFile, limits: Limits, *, trust_code: bool) -> None:
+    """Refuse a model that declares or stores more than the limits allow; allocates no weight."""
+    if model.config is not None:
+        with classes_kept(model):
+            check_declared(model, build_without_weights(model, safe_mode=not trust_code), limits)
+    stored = stored_values(model)
+    if stored > limits.max_parameters:
+        raise ExportError(
+            f"{model.path} stores {stored:,} weight values, more than --max-parameters "
+            f"{limits.max_parameters:,}; raise it if the model is really that large"
+        )
+
+
+def check_declared(model: ModelFile, skeleton: Any, limits: Limits) -> None:
+    parameters = int(skeleton.count_params())
+    if parameters > limits.max_parameters:
+        raise ExportError(
+            f"{model.path} declares {parameters:,} parameters, more than --max-parameters "
+            f"{limits.max_parameters:,}; raise it if the model is really that large"
+        )
+    for layer, values in activation_sizes(skeleton):
+        if values > limits.max_activations:
+            raise ExportError(
+                f"{model.path}: layer '{layer.name}' ({type(layer).__name__}) outputs {values:,} values "
+                f"per row, more than --max-activations {limits.max_activations:,}; raise it if that is right"
+            )
+
+
+def build_without_weights(model: ModelFile, *, safe_mode: bool) -> Any:
+    """The model as its configuration declares it, built with variables that hold no values."""
+    assert model.config is not None
+    try:
+        if model.library == "keras":
+            return keras_skeleton(model.config, safe_mode=safe_mode)
+        return tf_keras_skeleton(tf_keras_config(model))
+    except ExportError:
+        raise
+    except Exception as error:  # Keras raises many types for a configuration it cannot build
+        raise ExportError(f"cannot load {model.kind} {model.path}: {first_line(error)}") from None
+
+
+def keras_skeleton(config: dict[str, Any], *, safe_mode: bool) -> Any:
+    import keras
+    from keras.src.backend.common import global_state
+
+    config = {key: value for key, value in config.items() if key != "compile_config"}
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            if "module" in config:  # the .keras format
+                return keras.saving.deserialize_keras_object(config, safe_mode=safe_mode)
+            from keras.src.legacy.saving import saving_utils  # the .h5 format, as Keras 3 reads it
+
+            return saving_utils.model_from_config(config)
+    finally:  # Keras would initialise the skeleton's variables at its next stateless scope: forget them
+        global_state.set_global_attribute("uninitialized_variables", [])
+
+
+def tf_keras_config(model: ModelFile) -> dict[str, Any]:
+    """The configuration as tf.keras reads it: keras_metadata.pb's JSON encodes tuples as objects
+    ({"class_name": "__tuple__", ...}), which tf.keras decodes first."""
+    assert model.config is not None
+    if model.format != "savedmodel":
+        return model.config
+    from tf_keras.src.saving.legacy.saved_model import json_utils
+
+    return dict(json_utils.decode(json.dumps(model.config)))
+
+
+@contextmanager
+def classes_kept(model: ModelFile) -> Iterator[None]:
+    """tf.keras swaps the base classes of its Model and Layer classes to their TF1 versions when a model is
+    built in a graph (tf_keras_skeleton), which breaks every tf.keras model the process already holds (its
+    `predict` then raises): their bases are put back once the skeleton has been measured."""
+    if model.library != "tf_keras":
+        yield
+        return
+    import tf_keras
+
+    classes, stack = set(), [tf_keras.layers.Layer, tf_keras.Model]
+    while stack:
+        cls = stack.pop()
+        if cls not in classes:
+            classes.add(cls)
+            stack.extend(cls.__subclasses__())
+    bases = {cls: cls.__bases__ for cls in classes}
+    try:
+        yield
+    finally:
+        for cls, kept in bases.items():
+            if cls.__bases__ != kept:
+                cls.__bases__ = kept
+
+
+def tf_keras_skeleton(config: dict[str, Any]) -> Any:
+    import tensorflow as tf
+    import tf_keras
+
+    with tf.Graph().as_default():
+        return tf_keras.models.model_from_config(config, custom_objects=legacy_tf_activations())
+
+
+def activation_sizes(model: Any) -> Iterator[tuple[Any, int]]:
+    """(layer, values per row) of every output of every layer, nested models' layers included; a
+    dimension of variable size counts as 1."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        for node in getattr(layer, "_inbound_nodes", []):
+            outputs = node.output_tensors
+            for tensor in outputs if isinstance(outputs, list | tuple) else [outputs]:
+                shape = getattr(tensor, "shape", None)
+                if shape is not None and len(shape) > 0:
+                    yield layer, math.prod(int(d) if d is not None else 1 for d in list(shape)[1:])
+
+
+def stored_values(model: ModelFile) -> int:
+    """How many weight values the file stores, read from metadata only."""
+    if model.format == "h5":
+        import h5py
+
+        with h5py.File(model.path, "r") as file:
+            return dataset_values(file.get("model_weights", file))
+    if model.format == "keras":
+        return keras_archive_values(model)
+    import tensorflow as tf
+
+    prefix = str(model.path / "variables" / "variables")
+    try:
+        shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    except Exception as error:  # TensorFlow raises its own types
+        raise ExportError(f"cannot read the weights of {model.path}: {first_line(error)}") from None
+    return sum(math.prod(shape) for key, shape in shapes.items() if not key.startswith("optimizer/"))
+
+
+def keras_archive_values(model: ModelFile) -> int:
+    import h5py
+
+    with zipfile.ZipFile(model.path) as archive:
+        if "model.weights.h5" not in archive.namelist():
+            return 0
+        with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
+            return dataset_values(file)
+
+
+def dataset_values(group: Any) -> int:
+    import h5py
+
+    total = 0
+
+    def add(_: str, item: Any) -> None:
+        nonlocal total
+        if isinstance(item, h5py.Dataset) and item.shape is not None:
+            total += math.prod(item.shape)
+
+    group.visititems(add)
+    return total

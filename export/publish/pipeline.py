@@ -1,0 +1,330 @@
+"""The export pipeline shared by every database target.
+
+load the model → IR → capability check (nothing written yet) → sample rows and TensorFlow's predictions →
+then the store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
+scores of the samples against TensorFlow's (parity), activate it (registry row, switch). A failure anywhere
+discards what was staged, so the previous version keeps scoring.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from nnsql.export.errors import ExportError, ScoringFailure
+from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
+from nnsql.export.frontend.outputs import OutputKinds, output_kinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.ir import kinds, reference
+from nnsql.export.names import check_model_name
+from nnsql.export.publish import budget, parity
+from nnsql.export.publish.samples import SampleSet, sample_inputs
+from nnsql.export.target import Capabilities
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    name: str
+    version: int
+    sha256: str
+    input_spec: str  # JSON
+    classes: str  # JSON
+    source: str
+    metadata: str  # JSON
+    parity: parity.ParityReport
+    sample_source: str
+    output_kind: str = "probabilities"
+
+    def registry_row(self) -> dict[str, object]:
+        """Column → value for the registry table that every database target shares (see sql/); the
+        store adds `active` in its database's spelling."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "sha256": self.sha256,
+            "input_spec": self.input_spec,
+            "classes": self.classes,
+            "source": self.source,
+            "metadata": self.metadata,
+            "parity_rows": self.parity.rows,
+            "parity_max_abs_diff": self.parity.max_abs_diff,
+            "parity_argmax_agreement": self.parity.agreement,
+            "parity_tolerance": self.parity.tolerance,
+            "parity_sample_source": self.sample_source,
+            "output_kind": self.output_kind,
+        }
+
+
+class Store(Protocol):
+    """A database target's steps of the export lifecycle, which `publish` runs in this order inside
+    `session()` (the registry ready, one export at a time): `next_version`; `stage` writes the new version
+    beside the active one; `register` writes its registry row, inactive; `scores` (what `predict` returns)
+    and `answers` (what the functions users query return) are what the verify step compares with
+    TensorFlow; `activate` completes the registry row and switches. Leaving the session by an exception
+    discards what was staged: PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL
+    commits) drops the staged version's package and rows (`discard`). Either way the previous version
+    keeps scoring. The three stores share one implementation of the steps, export/publish/store.py's
+    RegistryStore."""
+
+    def session(self) -> AbstractContextManager[None]: ...
+    def next_version(self, name: str) -> int: ...
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None: ...
+    def register(self, record: VersionRecord) -> None: ...
+    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
+    def answers(
+        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
+    ) -> dict[str, list]: ...
+    def activate(self, record: VersionRecord) -> None: ...
+    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
+    def close(self) -> None: ...
+
+    progress: bool
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    model_path: Path
+    name: str
+    sample_rows: int = 1000
+    tolerance: float = parity.DEFAULT_TOLERANCE
+    load_test_data: bool = False
+    samples_file: Path | None = None  # the user's own sample rows (--samples)
+    parity_seconds: float = (
+        budget.DEFAULT_SECONDS
+    )  # sample rows scored in the database: see export/publish/budget.py
+    trust_model_code: bool = False  # load a file that holds code (export/frontend/model_code.py)
+    limits: Limits = DEFAULT_LIMITS
+    quiet: bool = False
+    output: str | None = None  # --output: the first output's kind, instead of the one read from the model
+    classes: tuple[str, ...] = ()  # --classes: instead of metadata.json's
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything computed before the database is touched: the sample rows, what each is compared with
+    (Keras's scores, or the float64 reference's for a row at scale) and each row's tolerance."""
+
+    graph: ir.Graph
+    metadata: dict[str, Any]
+    samples: SampleSet
+    expected: np.ndarray
+    allowed: np.ndarray | None = None  # per row; None: the request's tolerance for every row
+    # what the graph's kinds were read from (say_kind reports it)
+    kinds: OutputKinds = field(default_factory=lambda: OutputKinds((), "as compiled"))
+
+
+# A float32 target's row at scale may be this many times as far from the float64 reference as float32
+# Keras is on that row (docs/numerics.md).
+FLOAT32_MARGIN = 4.0
+
+
+def expectations(
+    graph: ir.Graph, samples: SampleSet, keras_scores: np.ndarray, tolerance: float, float32: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """What each sample row is compared with, and within what. Ordinary rows: Keras's scores within
+    `tolerance`. Rows at scale: the float64 reference (export/ir/reference.py), within `tolerance` (times
+    the row's largest |output| where that exceeds 1: logits and values grow with the input) for a
+    target computing in float64; a float32 target (Oracle's BINARY_FLOAT, onnxruntime) within the larger
+    of that and FLOAT32_MARGIN times Keras's own distance from the reference on that row: float32
+    rounding alone moves such a row that far, whatever computes it. A row at scale that float32 Keras
+    or the reference cannot score finitely (an exponential beyond float32's range, every step masked) is
+    beyond the model's own range: scored, so it must not raise, but not compared (tolerance ∞)."""
+    keras_scores = np.asarray(keras_scores, dtype=np.float64)
+    expected, allowed = keras_scores.copy(), np.full(len(keras_scores), tolerance)
+    rows = np.flatnonzero(samples.at_scale)
+    if rows.size == 0:
+        return expected, allowed
+    with np.errstate(all="ignore"):
+        exact = reference.run(graph, {name: values[rows] for name, values in samples.inputs.items()})
+        exact = exact.reshape(len(rows), -1)
+        drift = np.nan_to_num(np.abs(keras_scores[rows] - exact), nan=0.0).max(axis=1)
+    expected[rows] = exact
+    # relative where the output is not a probability (logits, values grow with the input): 1e-5 of them
+    scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=0.0, posinf=0.0).max(axis=1))
+    allowed[rows] = tolerance * scale
+    if float32:
+        allowed[rows] = np.maximum(allowed[rows], FLOAT32_MARGIN * drift)
+    beyond = ~np.isfinite(exact).all(axis=1) | ~np.isfinite(keras_scores[rows]).all(axis=1)
+    allowed[rows[beyond]] = np.inf
+    return expected, allowed
+
+
+def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
+    """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
+    check_model_name(request.name)
+    model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    metadata = read_metadata(request.model_path)
+    classes = request.classes or tuple(metadata.get("classes", ()))
+    graph = to_ir(
+        model,
+        target=capabilities.target,
+        classes=classes,
+        path=request.model_path,
+        requested=request.output,
+        strict=True,
+    )
+    read = output_kinds(model, request.model_path, request.output)  # what the kinds were read from
+    capabilities.check(graph)
+    samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
+    feeds = [samples.inputs[spec.name] for spec in graph.inputs]
+    predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    expected, allowed = expectations(graph, samples, predicted, request.tolerance, capabilities.float32)
+    return Prepared(
+        graph=graph,
+        metadata=metadata,
+        samples=samples,
+        expected=expected,
+        allowed=allowed,
+        kinds=read,
+    )
+
+
+def joined(predicted: Any) -> np.ndarray:
+    """Keras's predictions, several outputs joined row by row as the graph joins them."""
+    if isinstance(predicted, list | tuple):
+        return np.concatenate([np.asarray(p).reshape(len(p), -1) for p in predicted], axis=1)
+    return np.asarray(predicted)
+
+
+def input_spec_json(graph: ir.Graph) -> str:
+    return json.dumps([{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in graph.inputs])
+
+
+def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
+    """Stage a new version, verify its scores, activate it; or raise, discarding it, with the old one
+    still active (see Store)."""
+    graph = prepared.graph
+    with store.session():
+        version = store.next_version(request.name)
+        store.stage(request.name, version, graph)
+        unverified = parity.ParityReport(rows=0, max_abs_diff=0.0, tolerance=request.tolerance)
+        store.register(record_of(request, prepared, version, unverified, prepared.samples.source))
+        try:
+            report, source = verify(store, request, prepared, target)
+        except ScoringFailure as failure:
+            raise ExportError(
+                f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
+                f"{failure.reason}; version not published"
+            ) from None
+        parity.require(report, target)
+        record = record_of(request, prepared, version, report, source)
+        store.activate(record)
+        if request.load_test_data:
+            features, labels = load_test_split(prepared.metadata)
+            store.load_test_data(request.name, features, labels)
+    return record
+
+
+def score_samples(
+    store: Store, request: ExportRequest, prepared: Prepared, target: str
+) -> tuple[np.ndarray, budget.Outcome]:
+    """The staged version's scores of as many sample rows as the parity budget allows
+    (export/publish/budget.py). A ScoringFailure names its row in the whole sample set, not in the batch that
+    raised."""
+    kernel = getattr(store, "kernel", "")
+
+    def score_rows(start: int, stop: int) -> np.ndarray:
+        try:
+            return store.scores(request.name, budget.rows_of(prepared.samples.inputs, start, stop))
+        except ScoringFailure as failure:
+            raise ScoringFailure(failure.row + start, failure.function, failure.reason) from None
+
+    return budget.score_within_budget(
+        score_rows,
+        prepared.samples.rows,
+        budget.Budget(seconds=request.parity_seconds),
+        where=f"{target} ({kernel})" if kernel else target,
+        progress=store.progress,
+    )
+
+
+def record_of(
+    request: ExportRequest, prepared: Prepared, version: int, report: parity.ParityReport, source: str
+) -> VersionRecord:
+    graph = prepared.graph
+    return VersionRecord(
+        name=request.name,
+        version=version,
+        sha256=graph.sha256(),
+        input_spec=input_spec_json(graph),
+        classes=json.dumps(list(graph.classes)),
+        source=str(request.model_path),
+        metadata=json.dumps(prepared.metadata),
+        parity=report,
+        sample_source=source,
+        output_kind=graph.kind,
+    )
+
+
+def verify(
+    store: Store, request: ExportRequest, prepared: Prepared, target: str
+) -> tuple[parity.ParityReport, str]:
+    """The staged version's `predict` against model.predict on the sample rows the parity budget allows
+    (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
+    (export/publish/parity.py) on rows spread over those: as many as the budget scored once per function (each
+    function runs the network again), at most ANSWER_ROWS. Returns the report and the sample source."""
+    graph, inputs = prepared.graph, prepared.samples.inputs
+    actual, scored = score_samples(store, request, prepared, target)
+    allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
+    report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
+    source = scored.describe(prepared.samples.source)
+    several = bool(graph.outputs)
+    functions = parity.questions(graph.kind, several_outputs=several)
+    if not functions:
+        return report, source
+    count = min(ANSWER_ROWS, max(budget.MINIMUM_ROWS, scored.rows // len(functions)))
+    rows = spread(scored.rows, count)
+    try:
+        answers = store.answers(request.name, {k: v[rows] for k, v in inputs.items()}, functions)
+    except ScoringFailure as failure:  # named by its row in the whole sample
+        raise ScoringFailure(int(rows[failure.row]), failure.function, failure.reason) from None
+    checks = parity.check_answers(
+        graph.kind,
+        prepared.expected[rows, : graph.first_size],
+        graph.classes,
+        answers,
+        request.tolerance,
+        several_outputs=several,
+        allowed=None if prepared.allowed is None else prepared.allowed[rows],
+    )
+    numbered = [  # a disagreement named by its row in the whole sample
+        replace(
+            c, first_disagreement=None if c.first_disagreement is None else int(rows[c.first_disagreement])
+        )
+        for c in checks
+    ]
+    return replace(report, answers=tuple(numbered)), source
+
+
+ANSWER_ROWS = 250  # sample rows whose answers (score, label, ...) are checked: each reruns the network
+
+
+def spread(rows: int, most: int) -> np.ndarray:
+    """Up to `most` row indices spread evenly over `rows` (all of them when they are fewer)."""
+    return np.unique(np.linspace(0, rows - 1, min(rows, most)).round().astype(int))
+
+
+def describe_kind(kind: str, evidence: str) -> str:
+    """One line for the export report: the kind, what it was read from, and how Keras users read it."""
+    functions = ", ".join(kinds.KINDS[kind].functions)
+    return f"output: {kind} ({evidence}); functions: {functions}; Keras's reading: {kinds.KINDS[kind].rule}"
+
+
+def load_test_split(metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The test split of the data set the model was trained on (named in its metadata)."""
+    import nnsql.imagedata as data
+
+    name = metadata.get("dataset")
+    if not name:
+        raise ExportError("--load-test-data needs metadata.json with 'dataset' beside the model")
+    try:
+        dataset = data.load(name)
+    except data.DataUnavailable as error:
+        raise ExportError(str(error)) from error
+    return dataset.x_test, dataset.y_test

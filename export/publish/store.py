@@ -1,0 +1,113 @@
+"""The store every database target shares: the registry of versions, the version numbers, and the steps
+of the lifecycle that `publish` runs (export/publish/pipeline.py: session, stage, verify, activate, discard).
+
+A target's store says how its driver runs a statement (`execute`, `fetch_one`, `placeholders`), which
+rows hold its tensors, how its scoring code is installed, how sample rows are scored in bulk, and how its
+session discards a staged version: PostgreSQL and DuckDB roll their one transaction back, Oracle (whose
+DDL commits) overrides `discard` to drop what it staged. Everything else is written once here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from nnsql.export.ir import graph as ir
+from nnsql.export.publish.pipeline import VersionRecord
+
+
+def values_in(row: Mapping[str, object]) -> int:
+    """How many values a row of the tensors table holds (its flat numpy `value`)."""
+    value = row["value"]
+    assert isinstance(value, np.ndarray)
+    return int(value.size)
+
+
+class RegistryStore:
+    target: str
+    models_table = "nnsql.models"
+    tensors_table = "nnsql.tensors"
+    active: tuple[object, object] = (True, False)  # how the registry's `active` column says yes, no
+    progress: bool
+
+    # -- what each driver does its own way ------------------------------------------------------------
+    def execute(self, statement: str, params: Sequence[object] = ()) -> None:
+        raise NotImplementedError
+
+    def fetch_one(self, statement: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
+        raise NotImplementedError
+
+    def placeholders(self, count: int) -> list[str]:
+        """The driver's positional parameter markers for `count` values."""
+        raise NotImplementedError
+
+    def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
+        """The rows of the tensors table that the version's scoring code reads; `value` is a flat numpy
+        array, turned into the driver's type one row at a time by `insert_tensor`."""
+        raise NotImplementedError
+
+    def install(self, name: str, version: int, graph: ir.Graph) -> None:
+        """The version's scoring code, beside the active version's."""
+        raise NotImplementedError
+
+    # -- the lifecycle, shared ----------------------------------------------------------------------
+    def next_version(self, name: str) -> int:
+        """One more than the newest version, active or not (the caller's session serialises exports)."""
+        marker = self.placeholders(1)[0]
+        statement = f"SELECT coalesce(max(version), 0) + 1 FROM {self.models_table} WHERE name = {marker}"
+        row = self.fetch_one(statement, [name])
+        return int(row[0]) if row else 1
+
+    def insert(self, table: str, row: Mapping[str, object]) -> None:
+        """One row; the column names are the code's own, the values are parameters."""
+        markers = ", ".join(self.placeholders(len(row)))
+        self.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({markers})", list(row.values()))
+
+    def insert_tensor(self, row: dict[str, object]) -> None:
+        raise NotImplementedError
+
+    def stage(self, name: str, version: int, graph: ir.Graph) -> None:
+        """The new version's tensors and scoring code; the active version keeps scoring."""
+        rows = list(self.tensor_rows(name, version, graph))
+        bar = tqdm(
+            total=sum(values_in(row) for row in rows),
+            desc=f"{name} v{version}: weights",
+            unit="value",
+            unit_scale=True,
+            disable=not self.progress,
+        )
+        with bar:  # counted in values, not tensors: one large kernel dominates the time and the ETA
+            for row in rows:
+                self.insert_tensor(row)
+                bar.update(values_in(row))
+        self.install(name, version, graph)
+
+    def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
+        return {**record.registry_row(), "active": self.active[0 if active else 1]}
+
+    def register(self, record: VersionRecord) -> None:
+        """The staged version's registry row, inactive, before it is verified: its functions read their
+        class labels there (as data). `activate` completes it."""
+        self.insert(self.models_table, self.registry_row(record, active=False))
+
+    def update_row(self, record: VersionRecord, *, active: bool) -> None:
+        """The version's registry row rewritten from the record (the verified figures)."""
+        row = self.registry_row(record, active=active)
+        markers = self.placeholders(len(row) + 2)
+        assignments = ", ".join(f"{column} = {marker}" for column, marker in zip(row, markers, strict=False))
+        where = f"name = {markers[-2]} AND version = {markers[-1]}"
+        statement = f"UPDATE {self.models_table} SET {assignments} WHERE {where}"
+        self.execute(statement, [*row.values(), record.name, record.version])
+
+    def activate(self, record: VersionRecord) -> None:
+        """The verified version becomes the one `NAME.score` runs, and the registry says so."""
+        value, name = self.placeholders(2)
+        statement = f"UPDATE {self.models_table} SET active = {value} WHERE name = {name}"
+        self.execute(statement, [self.active[1], record.name])
+        self.update_row(record, active=True)
+
+    def discard(self) -> None:
+        """Remove a staged version after a failure; a transactional store's rollback already has."""
