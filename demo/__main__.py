@@ -6,12 +6,10 @@ Everything is written under build/demo/.
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import json
-import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -99,23 +97,13 @@ def save_confusion_matrix(labels: np.ndarray, predicted: np.ndarray, classes: li
     plt.close(figure)
 
 
-@contextlib.contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """TensorFlow's C++ start-up notices go to file descriptor 2 before any setting applies: hide them."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-def main() -> int:
-    with quiet_native_stderr():
-        import tensorflow  # noqa: F401  (imported once here, quietly)
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="nnsql demo",
+        description=__doc__.splitlines()[0],
+        epilog="next step: your own model, nnsql export duckdb --model model.keras --db scores.duckdb "
+        "--name mymodel (nnsql export --help)",
+    ).parse_args(argv)
     dataset, name = choose_dataset()
     BUILD.mkdir(parents=True, exist_ok=True)
     model_path = train_or_reuse(dataset)

@@ -1,4 +1,4 @@
-"""`nnsql export X ...`: compile a model for target X (the same as `python -m nnsql.export.X ...`);
+"""`nnsql export TARGET ...`: compile a model for TARGET (the same as `python -m nnsql.export.TARGET ...`);
 `nnsql export --supported`: which layers and output kinds each target compiles, read from the
 registries."""
 
@@ -76,7 +76,7 @@ def kinds_table(targets: list[str]) -> list[str]:
 
 
 def update_readme(path: Path) -> None:
-    """Replace the table between the `supported` markers of a README with the generated one."""
+    """Replace the table between the `supported` markers of a Markdown file with the generated one."""
     start, end = "<!-- supported:start -->\n", "<!-- supported:end -->"
     text = path.read_text()
     head, rest = text.split(start, 1)
@@ -91,29 +91,54 @@ def commands() -> dict[str, str]:
     return {name: target.command for name, target in TARGETS.items() if target.command is not None}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def parser(targets: list[str]) -> argparse.ArgumentParser:
+    result = argparse.ArgumentParser(
         prog="nnsql export",
-        description="The model compiler: nnsql export {duckdb,postgres,oracle,onnx} ... "
-        "(`--target X --help` lists that target's options; python -m nnsql.export.X is the same command).",
-        add_help=False,  # with --target, --help is the target's
+        usage="nnsql export TARGET [OPTIONS ...] | nnsql export --supported",
+        description="The model compiler: a trained Keras model (.keras, .h5 or SavedModel) compiled for "
+        f"TARGET ({', '.join(targets)}), checked against Keras on sample rows in the target itself, then "
+        "published. `nnsql export TARGET --help` lists that target's options; `python -m "
+        "nnsql.export.TARGET` is the same command.",
+        epilog="next step: nnsql export duckdb --model model.keras --db scores.duckdb --name mymodel",
+        add_help=False,  # after TARGET, --help is the target's
     )
-    parser.add_argument("-h", "--help", action="store_true", help="show this help (with --target: its help)")
+    result.add_argument("-h", "--help", action="store_true", help="show this help")
+    result.add_argument("--target", choices=targets, help=argparse.SUPPRESS)  # the older spelling
+    result.add_argument("--supported", action="store_true", help="print the layer support matrix (Markdown)")
+    result.add_argument(
+        "--write-table",
+        "--write-readme",
+        type=Path,
+        metavar="FILE",
+        help="update the table in FILE (Markdown)",
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`nnsql export TARGET ...` runs the target's own command; `--supported` prints the matrix."""
+    args = list(sys.argv[1:] if argv is None else argv)
     entry_points = commands()
-    parser.add_argument("--target", choices=sorted(entry_points), help="compile for this target")
-    parser.add_argument("--supported", action="store_true", help="print the layer support matrix (Markdown)")
-    parser.add_argument("--write-readme", type=Path, metavar="README", help="update the table in README")
-    args, rest = parser.parse_known_args(argv)
-    if args.target:
-        target_main = importlib.import_module(entry_points[args.target]).main
-        return int(target_main([*rest, "--help"] if args.help else rest))
+    if args and args[0] in entry_points:
+        return int(importlib.import_module(entry_points[args[0]]).main(args[1:]))
+    command = parser(sorted(entry_points))
+    options, rest = command.parse_known_args(args)
+    if options.target:
+        target_main = importlib.import_module(entry_points[options.target]).main
+        return int(target_main([*rest, "--help"] if options.help else rest))
     if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)} (did you mean --target X {rest[0]}?)")
-    if args.write_readme:
-        update_readme(args.write_readme)
+        first = rest[0]
+        hint = (
+            f"no target '{first}'"
+            if not first.startswith("-")
+            else f"unrecognized arguments: {' '.join(rest)}"
+        )
+        command.error(f"{hint} (nnsql export TARGET ..., TARGET one of {', '.join(sorted(entry_points))})")
+    if options.write_table:
+        update_readme(options.write_table)
         return 0
-    if args.help or not args.supported:
-        parser.print_help()
+    if options.help or not options.supported:
+        command.print_help()
         return 0
     print(markdown_table())
     return 0

@@ -31,12 +31,16 @@ def test_one_command_compiles_for_any_target(cern_mlp_path, tmp_path, capsys):
     from nnsql.export.__main__ import main
 
     db = tmp_path / "models.duckdb"
-    args = ["--target", "duckdb", "--model", str(cern_mlp_path), "--db", str(db), "--name", "mnist"]
+    args = ["duckdb", "--model", str(cern_mlp_path), "--db", str(db), "--name", "mnist"]
     assert main([*args, "--quiet", "--sample-rows", "20"]) == 0
     assert "published mnist version 1" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as help_exit:
-        main(["--target", "oracle", "--help"])
-    assert help_exit.value.code == 0 and "--script-only" in capsys.readouterr().out
+    for spelling in (["oracle", "--help"], ["--target", "oracle", "--help"]):  # the older spelling too
+        with pytest.raises(SystemExit) as help_exit:
+            main(spelling)
+        assert help_exit.value.code == 0 and "--script-only" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--model", "m.keras"])
-    assert "did you mean --target X --model" in capsys.readouterr().err
+    assert "nnsql export TARGET ..., TARGET one of duckdb, onnx, oracle, postgres" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["mysql", "--model", "m.keras"])
+    assert "no target 'mysql'" in capsys.readouterr().err

@@ -1,0 +1,156 @@
+"""`nnsql`: one command for the whole path, dispatching to each part's own command.
+
+    nnsql spawn ...            train with N workers              (python -m nnsql.train.spawn)
+    nnsql export TARGET ...    compile into a database or ONNX   (python -m nnsql.export.TARGET)
+    nnsql serve ...            the HTTP/gRPC scorer              (python -m nnsql.serve)
+    nnsql bench NAME ...       a benchmark of a source checkout  (python -m nnsql.bench.NAME)
+    nnsql demo                 train, export to DuckDB, score    (python -m nnsql.demo)
+
+Each command is the module's own `main(argv)`, so its options, help and exit codes are those of the
+`python -m` form: one parser each. Modules are imported only when their command runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import nnsql
+from nnsql import quiet
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str  # whose main(argv) runs the command
+    summary: str
+
+
+COMMANDS = {
+    "spawn": Command(
+        "nnsql.train.spawn.__main__",
+        "run a tf.distribute training script with N workers, "
+        "as local processes or on Kubernetes, and hand back the model",
+    ),
+    "export": Command(
+        "nnsql.export.__main__",
+        "compile a trained Keras model into DuckDB, PostgreSQL or "
+        "Oracle (scored in SQL, parity proven there), or ONNX for the scorer",
+    ),
+    "serve": Command(
+        "nnsql.serve.__main__",
+        "serve a repository of ONNX models over KServe V2 / Open "
+        "Inference Protocol and TF Serving REST; --manifests writes Kubernetes manifests",
+    ),
+    "bench": Command("nnsql.bench", "run a benchmark (source checkout): nnsql bench NAME"),
+    "demo": Command(
+        "nnsql.demo.__main__",
+        "train the reference model, export it to DuckDB and score "
+        "the test set in SQL (what `make demo` runs)",
+    ),
+}
+NEXT_STEP = """\
+start here:
+  nnsql export duckdb --model model.keras --db scores.duckdb --name mymodel
+      compiles your trained model into a DuckDB file and proves its scores match Keras there;
+  nnsql COMMAND --help lists a command's options and names its next step."""
+
+
+def summary(name: str, command: Command, width: int) -> str:
+    indent = " " * (width + 4)
+    return textwrap.fill(
+        command.summary, 100, initial_indent=f"  {name:<{width}}  ", subsequent_indent=indent
+    )
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [
+        "usage: nnsql [--version] [--verbose] COMMAND [OPTIONS ...]",
+        "",
+        "Train a Keras model with N workers, compile it into your database with its scores proven",
+        "equal to Keras's there, and serve it.",
+        "",
+        "commands:",
+        *(
+            textwrap.fill(
+                command.summary,
+                100,
+                initial_indent=f"  {name:<{width}}  ",
+                subsequent_indent=" " * (width + 4),
+            )
+            for name, command in COMMANDS.items()
+        ),
+        "",
+        "options:",
+        "  -h, --help     this help",
+        "  --version      the installed version",
+        "  --verbose      keep TensorFlow's start-up lines (any command; or NNSQL_VERBOSE=1)",
+        "",
+        NEXT_STEP,
+    ]
+    return "\n".join(lines)
+
+
+def benchmarks() -> list[str]:
+    """The benchmark modules of a source checkout (the wheel does not ship bench/)."""
+    try:
+        package = importlib.import_module("nnsql.bench")
+    except ModuleNotFoundError:
+        return []
+    found = []
+    for module in pkgutil.iter_modules(package.__path__):
+        path = Path(package.__path__[0]) / (
+            f"{module.name}/__main__.py" if module.ispkg else f"{module.name}.py"
+        )
+        if path.is_file() and "def main(" in path.read_text():  # a benchmark, not a helper module
+            found.append(module.name)
+    return sorted(found)
+
+
+def bench(argv: list[str]) -> int:
+    names = benchmarks()
+    if not names:
+        print(
+            "error: the benchmarks run from a source checkout (git clone, then make bench)", file=sys.stderr
+        )
+        return 2
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: nnsql bench NAME [OPTIONS ...]\n\nbenchmarks: " + ", ".join(names))
+        print("\nnnsql bench NAME --help lists a benchmark's options.")
+        return 0
+    if argv[0] not in names:
+        print(f"error: no benchmark '{argv[0]}' (choose from {', '.join(names)})", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"nnsql.bench.{argv[0]}")
+    if hasattr(module, "main"):
+        return int(module.main(argv[1:]))
+    return int(importlib.import_module(f"nnsql.bench.{argv[0]}.__main__").main(argv[1:]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch `nnsql COMMAND ...` to the command's own main(argv); returns its exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if args[0] == "--version":
+        print(f"nnsql {nnsql.__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"error: no command '{name}' (one of {', '.join(COMMANDS)}; nnsql --help)", file=sys.stderr)
+        return 2
+    if name == "bench":
+        return bench(rest)
+    command_main = importlib.import_module(COMMANDS[name].module).main
+    return int(command_main(rest))
+
+
+def run() -> None:
+    """The `nnsql` console script: TensorFlow kept quiet unless --verbose, then the command."""
+    quiet.install()
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""TensorFlow's start-up lines hidden from every command unless --verbose (nnsql/quiet.py), with anything
+else written to stderr meanwhile kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nnsql import quiet
+from tests.conftest import REPO
+
+NOISE_LINES = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795471840.438119   18286 port.cc:153] oneDNN custom operations are on. You may see ...",
+    "I0000 00:00:1795471840.438433   18286 cudart_stub.cc:31] Could not find cuda drivers on your machine.",
+    "E0000 00:00:1795471853.068525   18286 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error",
+    "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the "
+    "appropriate compiler flags.",
+]
+KEPT_LINES = [
+    "E0000 00:00:1795471853.068525   18286 op_kernel.cc:1830] OP_REQUIRES failed: a real error",
+    "Traceback (most recent call last):",
+    "UserWarning: a warning of the user's own",
+]
+
+
+def test_the_filter_drops_tensorflow_lines_and_keeps_the_rest(capfd):
+    with quiet.filtered_stderr():
+        for line in [*NOISE_LINES, *KEPT_LINES]:
+            os.write(2, (line + "\n").encode())  # as C++ writes: straight to the file descriptor
+        print("written by Python", file=sys.stderr)
+    # (pytest's capture takes Python's writes without the file descriptor: the order may differ)
+    assert sorted(capfd.readouterr().err.splitlines()) == sorted([*KEPT_LINES, "written by Python"])
+
+
+def test_verbose_is_the_commands_own_option_not_the_scripts():
+    argv = ["-w", "2", "--verbose", "job.py", "--", "--verbose"]
+    assert quiet.verbose_requested(argv)
+    assert quiet.without_verbose(argv) == ["-w", "2", "job.py", "--", "--verbose"]
+    assert not quiet.verbose_requested(["job.py", "--", "--verbose"])
+
+
+def import_tensorflow(env: dict[str, str]) -> str:
+    code = "from nnsql import quiet; quiet.install(); import tensorflow as tf; print(tf.constant(2.0) * 2)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and "4.0" in result.stdout, result.stderr
+    return result.stderr
+
+
+@pytest.mark.slow
+def test_importing_tensorflow_in_a_command_prints_nothing_unless_verbose():
+    """The same import with NNSQL_VERBOSE=1 shows the lines (this machine has no GPU: cuInit fails)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.VERBOSE_ENV)}
+    assert import_tensorflow(env) == ""
+    verbose = import_tensorflow({**env, quiet.VERBOSE_ENV: "1"})
+    assert "oneDNN custom operations" in verbose or "cuda" in verbose
