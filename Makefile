@@ -7,16 +7,18 @@ STAMP  := $(VENV)/.installed
 # the pod rehearsal's network namespaces (tests/train/pod_rehearsal.py).
 APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2
 
-.PHONY: setup demo test test-fast lint format bench clean supported ort115
+.PHONY: setup demo test test-fast lint format bench clean supported ort115 docs wheel
 
 setup: $(STAMP) apt
 
 apt:
 	@bash .ci/apt-install.sh $(APT_PACKAGES)
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The locked packages, then this checkout as the editable `nnsql` package (the command in .venv/bin).
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 demo: setup
@@ -53,7 +55,13 @@ bench: setup
 
 supported: setup
 	$(PY) -m nnsql.export --supported
-	$(PY) -m nnsql.export --write-readme README.md
+	$(PY) -m nnsql.export --write-table docs/layers.md
+
+docs: setup
+	$(PY) -m mkdocs build --strict --site-dir build/site
+
+wheel: setup
+	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir build/dist .
 
 clean:
 	rm -rf build bench/results .pytest_cache .ruff_cache .mypy_cache
