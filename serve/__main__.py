@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from nnsql import quiet
+from nnsql.serve import manifests
 from nnsql.serve.master import Master, StartError, check_start
 
 
@@ -113,6 +114,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="log every request as a JSON line on stderr (default on)",
     )
+    manifests.add_options(parser)
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 0:
         parser.error("--workers must be at least 1 and --threads at least 0")
@@ -167,6 +169,8 @@ def limits(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.manifests:
+        return manifests.write(args)
     try:
         listener = check_start(args)
     except StartError as error:
