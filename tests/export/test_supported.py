@@ -4,11 +4,11 @@ from nnsql.export.__main__ import main, markdown_table
 from tests.conftest import REPO
 
 
-def test_readme_table_is_the_generated_one():
-    readme = (REPO / "README.md").read_text()
+def test_the_layer_table_is_the_generated_one():
+    readme = (REPO / "docs" / "layers.md").read_text()
     start = readme.index("<!-- supported:start -->\n") + len("<!-- supported:start -->\n")
     end = readme.index("<!-- supported:end -->")
-    assert readme[start:end].strip() == markdown_table().strip(), "run: nnsql export --supported"
+    assert readme[start:end].strip() == markdown_table().strip(), "run: make supported"
 
 
 def test_supported_lists_every_target_and_core_layer(capsys):
