@@ -42,7 +42,7 @@ WORKER_MODULES = [
     "spawn/__init__",
 ]
 # what the image's packages provide, by import name
-PROVIDED = {"tensorflow", "tf_keras", "keras", "numpy", "boto3", "botocore", "tqdm", "train"}
+PROVIDED = {"tensorflow", "tf_keras", "keras", "numpy", "boto3", "botocore", "tqdm", "nnsql"}
 
 
 def test_worker_modules_import_only_what_the_image_holds():

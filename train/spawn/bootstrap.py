@@ -110,14 +110,15 @@ def install_tf_keras(env, packages):
 
 
 def install_helper(env, packages):
-    """train.spawn's output_path for images without the project; True when it was added."""
+    """nnsql.train.spawn's output_path for images without the project; True when it was added."""
     source = os.path.join(env["NNSQL_SCRIPT_DIR"], "output_path.py")
-    if importlib.util.find_spec("train") is not None or not os.path.isfile(source):
-        return False  # the project's image, or a `train` package of the user's own
-    package = os.path.join(packages, "train", "spawn")
+    if importlib.util.find_spec("nnsql") is not None or not os.path.isfile(source):
+        return False  # the project's image (or nnsql installed)
+    package = os.path.join(packages, "nnsql", "train", "spawn")
     os.makedirs(package, exist_ok=True)
-    with open(os.path.join(packages, "train", "__init__.py"), "w"):
-        pass
+    for parent in ("nnsql", os.path.join("nnsql", "train")):
+        with open(os.path.join(packages, parent, "__init__.py"), "w"):
+            pass
     with open(source) as helper, open(os.path.join(package, "__init__.py"), "w") as copy:
         copy.write(helper.read())
     return True
