@@ -34,8 +34,12 @@ def parser(target: str, description: str, example: str) -> argparse.ArgumentPars
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    result.add_argument("--model", required=True, type=Path, help="trained model (.keras file)")
-    result.add_argument("--name", required=True, help="model name: the SQL schema/package (plain identifier)")
+    result.add_argument(
+        "--model", required=True, type=Path, help="trained Keras model: .keras, .h5 or SavedModel directory"
+    )
+    result.add_argument(
+        "--name", required=True, help="model name: database schema or package, repository folder"
+    )
     result.add_argument(
         "--load-test-data",
         action="store_true",
