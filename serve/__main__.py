@@ -127,12 +127,13 @@ def split(text: str) -> list[str]:
 
 def app_config(args: argparse.Namespace) -> dict:
     return {
-        "REPO": str(args.repo),
+        # workers start in another directory (the package's root): paths go to them absolute
+        "REPO": str(args.repo.resolve()),
         "MAX_BATCH_SIZE": args.max_batch_size,
         "MAX_BATCH_DELAY_MS": args.max_batch_delay_ms,
         "MAX_REQUEST_ROWS": args.max_request_rows,
         "POLL_SECONDS": args.poll_seconds,
-        "API_KEY_FILE": args.api_key_file,
+        "API_KEY_FILE": str(Path(args.api_key_file).resolve()) if args.api_key_file else None,
         "LISTEN_HOST": args.host,
         "ALLOWED_HOSTS": split(args.allowed_hosts),
         "ALLOWED_ORIGINS": split(args.allowed_origins),
