@@ -92,6 +92,15 @@ def forward(read_end: int, target: int, noise: re.Pattern[bytes]) -> None:
                 os.write(target, line)
 
 
+def quiet_python_loggers() -> None:
+    """TensorFlow's Python warnings on loading a model, ERROR and above kept: "WARNING:absl:..." notes on
+    saving and loading, and the two dozen "WARNING:tensorflow:Value in checkpoint could not be found in
+    the restored object: (root).optimizer..." lines a SavedModel prints at exit, loaded without its
+    optimizer (export needs none)."""
+    for name in ("absl", "tensorflow"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 class QuietImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the loader of the first `tensorflow` import in `filtered_stderr`."""
 
@@ -119,7 +128,7 @@ class QuietLoader(importlib.abc.Loader):
             self.loader.exec_module(module)
             with contextlib.suppress(Exception):  # where cuInit is first called, and its E0000 line
                 module.config.list_physical_devices("GPU")
-        logging.getLogger("absl").setLevel(logging.ERROR)  # "WARNING:absl:..." notes on saving and loading
+        quiet_python_loggers()
 
     def __getattr__(self, name: str) -> object:  # get_resource_reader, is_package, ... of the real loader
         return getattr(self.loader, name)

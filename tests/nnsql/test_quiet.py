@@ -3,6 +3,7 @@ else written to stderr meanwhile kept."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -59,3 +60,20 @@ def test_importing_tensorflow_in_a_command_prints_nothing_unless_verbose():
     assert import_tensorflow(env) == ""
     verbose = import_tensorflow({**env, quiet.VERBOSE_ENV: "1"})
     assert "oneDNN custom operations" in verbose or "cuda" in verbose
+
+
+def test_tensorflows_python_warnings_are_hidden_and_its_errors_kept(caplog):
+    """A SavedModel exported by `nnsql export` printed two dozen 'WARNING:tensorflow:Value in checkpoint
+    could not be found in the restored object: (root).optimizer...' lines after 'published'."""
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
+    levels = [logger.level for logger in loggers]
+    try:
+        quiet.quiet_python_loggers()
+        with caplog.at_level(logging.NOTSET):  # the root's level: only the loggers' own levels filter
+            for logger in loggers:
+                logger.warning("Value in checkpoint could not be found in the restored object")
+                logger.error("a real error")
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+    assert [record.getMessage() for record in caplog.records] == ["a real error", "a real error"]
