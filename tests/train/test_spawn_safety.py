@@ -276,8 +276,8 @@ def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
 
 def test_a_saved_model_directory_under_the_output_dir_is_the_model(tmp_path):
     """TensorFlow's multi-worker guide saves with `model.save(path)` and no suffix: tf.keras writes a
-    SavedModel directory. Spawn copied it into runs/<run>/model/ and then said 'the chief wrote no model to
-    collect', so the run record named no model to export."""
+    SavedModel directory. Spawn copied it into runs/<run>/model/, then said 'the chief wrote no model to
+    collect': the run named no model to export. It now names the model and the command to export it."""
     script = tmp_path / "saved_model.py"
     script.write_text(
         "import os\n"
@@ -297,3 +297,5 @@ def test_a_saved_model_directory_under_the_output_dir_is_the_model(tmp_path):
     assert done.returncode == 0, done.stderr
     (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
     assert re.search(r"; model: \S+/model/keras-model$", last), last
+    model = last.split("; model: ")[1]
+    assert f"next: nnsql export duckdb --model {model} --db scores.duckdb --name mymodel" in done.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shlex
 import signal
 import threading
 import time
@@ -205,6 +206,9 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
             f"{spec.run_id}: succeeded in {seconds:.1f}s after {attempt + 1} attempt(s)"
             + (f"; model: {model}" if model else f"; the chief wrote no model to collect ({NO_MODEL_HINT})")
         )
+        if model:
+            export = f"nnsql export duckdb --model {shlex.quote(str(model))} --db scores.duckdb"
+            say(f"next: {export} --name mymodel")
         return Result(spec.run_id, attempt + 1, seconds, model)
     except (Stopped, KeyboardInterrupt) as stop:
         backend.stop(spec)
