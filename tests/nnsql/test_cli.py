@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import sys
 
@@ -83,3 +85,25 @@ def test_export_of_one_target_needs_no_other_targets_driver():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("usage: nnsql export onnx"), done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["spawn"],
+        ["serve"],
+        ["demo"],
+        ["export"],
+        ["export", "duckdb"],
+        ["export", "postgres"],
+        ["export", "oracle"],
+        ["export", "onnx"],
+    ],
+)
+def test_every_help_names_the_next_step(argv, capsys):
+    """A newcomer reads `--help` and then wants to know what to run next (`nnsql serve --help` and the
+    export targets' help ended on their options or one example)."""
+    with contextlib.suppress(SystemExit):
+        cli.main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert re.search(r"next step:\s+\S", out), out[-400:]
