@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 
@@ -34,6 +35,13 @@ NOISE = re.compile(
     rb"|^[IW]\d{4} [\d:. ]+\d+ [\w.]+:\d+\] "  # absl INFO and WARNING lines
     rb"|^E\d{4} [\d:. ]+\d+ (cuda|cudnn|cufft|cublas|gpu)\w*\.cc:\d+\] "  # no GPU here: not an error
     rb"|^To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags"
+)
+
+# Warnings that libraries raise about their own code, which no user of nnsql can act on.
+THIRD_PARTY_WARNINGS = (
+    # Keras's ONNX export (keras/src/export/tf2onnx_lib.py) probes np.object under numpy 2: every
+    # `nnsql export onnx` printed it with the line of Keras's source.
+    r"In the future `np\.object` will be defined as the corresponding NumPy scalar",
 )
 
 
@@ -61,6 +69,8 @@ def install(argv: list[str] | None = None) -> bool:
     if verbose:
         return True
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for message in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
     if "tensorflow" not in sys.modules and not any(isinstance(f, QuietImport) for f in sys.meta_path):
         sys.meta_path.insert(0, QuietImport())
     return False

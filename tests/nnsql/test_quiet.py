@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -77,3 +78,18 @@ def test_tensorflows_python_warnings_are_hidden_and_its_errors_kept(caplog):
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
     assert [record.getMessage() for record in caplog.records] == ["a real error", "a real error"]
+
+
+def test_a_librarys_warning_about_its_own_code_is_hidden_unless_verbose(monkeypatch):
+    """Every `nnsql export onnx` printed Keras's 'FutureWarning: In the future `np.object` will be
+    defined ...' with a line of Keras's source, under numpy 2 (the lock's)."""
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # install()'s import hook stays here
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    message = "In the future `np.object` will be defined as the corresponding NumPy scalar."
+    for argv, shown in (([], 0), (["--verbose"], 1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            quiet.install(argv)
+            warnings.warn_explicit(message, FutureWarning, "tf2onnx_lib.py", 21, module="keras")
+            warnings.warn("a warning of the user's own", UserWarning, stacklevel=1)
+        assert [str(w.message) for w in caught] == [message] * shown + ["a warning of the user's own"]
