@@ -30,6 +30,7 @@ from types import ModuleType
 
 VERBOSE_FLAG = "--verbose"
 VERBOSE_ENV = "NNSQL_VERBOSE"
+VERBOSE = False  # what install() found: --verbose or NNSQL_VERBOSE
 NOISE = re.compile(
     rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR\s*$"
     rb"|^[IW]\d{4} [\d:. ]+\d+ [\w.]+:\d+\] "  # absl INFO and WARNING lines
@@ -57,6 +58,12 @@ def without_verbose(argv: Sequence[str]) -> list[str]:
     return [arg for i, arg in enumerate(argv) if i >= end or arg != VERBOSE_FLAG]
 
 
+def is_noise(line: str) -> bool:
+    """Whether a line another process printed is one of TensorFlow's start-up lines (hidden unless
+    verbose): spawn echoes worker 0's log through this."""
+    return not VERBOSE and NOISE.match(line.encode(errors="replace")) is not None
+
+
 def install(argv: list[str] | None = None) -> bool:
     """What every command runs first. Removes `--verbose` from `argv` (default: `sys.argv`, edited in
     place) and, unless it was there, hides TensorFlow's start-up lines. Returns True when verbose."""
@@ -66,6 +73,8 @@ def install(argv: list[str] | None = None) -> bool:
         sys.argv[1:] = without_verbose(arguments)
     else:
         argv[:] = without_verbose(arguments)
+    global VERBOSE
+    VERBOSE = verbose
     if verbose:
         return True
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -84,6 +84,7 @@ def test_a_librarys_warning_about_its_own_code_is_hidden_unless_verbose(monkeypa
     """Every `nnsql export onnx` printed Keras's 'FutureWarning: In the future `np.object` will be
     defined ...' with a line of Keras's source, under numpy 2 (the lock's)."""
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # install()'s import hook stays here
+    monkeypatch.setattr(quiet, "VERBOSE", quiet.VERBOSE)
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
     message = "In the future `np.object` will be defined as the corresponding NumPy scalar."
     for argv, shown in (([], 0), (["--verbose"], 1)):
@@ -93,3 +94,16 @@ def test_a_librarys_warning_about_its_own_code_is_hidden_unless_verbose(monkeypa
             warnings.warn_explicit(message, FutureWarning, "tf2onnx_lib.py", 21, module="keras")
             warnings.warn("a warning of the user's own", UserWarning, stacklevel=1)
         assert [str(w.message) for w in caught] == [message] * shown + ["a warning of the user's own"]
+
+
+def test_spawn_echoes_worker_logs_without_tensorflows_start_up_lines(monkeypatch):
+    """`nnsql spawn` printed every worker's 'E0000 ... failed call to cuInit: UNKNOWN ERROR' line (and the
+    oneDNN notes) in the middle of the physicist's training output."""
+    from nnsql.train.spawn.control import LogFollower
+
+    log = "\n".join([*NOISE_LINES, "Epoch 1/3", *KEPT_LINES]) + "\n"
+    for verbose, expected in ((False, ["Epoch 1/3", *KEPT_LINES]), (True, log.splitlines())):
+        monkeypatch.setattr(quiet, "VERBOSE", verbose)
+        said: list[str] = []
+        LogFollower(said.append).follow(log)
+        assert said == [f"[worker 0] {line}" for line in expected]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nnsql import quiet
 from nnsql.train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
 
 Say = Callable[[str], None]
@@ -96,7 +97,8 @@ class Result:
 
 
 class LogFollower:
-    """Prints the new lines of the chief's log, prefixed, as they arrive."""
+    """Prints the new lines of the chief's log, prefixed, as they arrive; TensorFlow's start-up lines
+    (the cuInit `E0000` line, oneDNN notes) only with --verbose: the log file keeps them."""
 
     def __init__(self, say: Say) -> None:
         self.say = say
@@ -108,7 +110,7 @@ class LogFollower:
     def follow(self, text: str) -> None:
         complete = text[: text.rfind("\n") + 1]
         for line in complete[self.seen :].splitlines():
-            if line.strip():
+            if line.strip() and not quiet.is_noise(line):
                 self.say(f"[worker 0] {line}")
         self.seen = len(complete)
 
