@@ -111,11 +111,12 @@ def run_command(name: str, argv: list[str]) -> int:
     try:
         return int(importlib.import_module(COMMANDS[name].module).main(argv))
     except ModuleNotFoundError as error:
-        extra = extra_for(error.name or "", name) if error.name else None
+        missing = (error.name or "").split(".")[0]
+        extra = extra_for(missing, name) if missing else None
         if extra is None:
             raise
         print(
-            f"error: nnsql {name} needs {error.name.split('.')[0]}, which the '{extra}' extra installs: "
+            f"error: nnsql {name} needs {missing}, which the '{extra}' extra installs: "
             f'pip install "nnsql[{extra}]"',
             file=sys.stderr,
         )
