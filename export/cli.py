@@ -27,11 +27,11 @@ from nnsql.export.target import Capabilities
 AnyStore = TypeVar("AnyStore", bound=Store)
 
 
-def parser(target: str, description: str, example: str) -> argparse.ArgumentParser:
+def parser(target: str, description: str, example: str, next_step: str) -> argparse.ArgumentParser:
     result = argparse.ArgumentParser(
         prog=f"nnsql export {target}",
         description=description,
-        epilog=f"example:\n  {example}",
+        epilog=f"example:\n  {example}\nnext step:\n  {next_step}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     result.add_argument(

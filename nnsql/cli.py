@@ -13,7 +13,9 @@ Each command is the module's own `main(argv)`, so its options, help and exit cod
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import pkgutil
+import re
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -57,6 +59,68 @@ start here:
   nnsql export duckdb --model model.keras --db scores.duckdb --name mymodel
       compiles your trained model into a DuckDB file and proves its scores match Keras there;
   nnsql COMMAND --help lists a command's options and names its next step."""
+
+
+# The extras each command needs, first the one it cannot run without: a missing package is reported with
+# the extra among these that brings it.
+COMMAND_EXTRAS = {
+    "spawn": ("train", "k8s", "s3"),
+    "export": ("export", "postgres", "oracle", "s3"),
+    "serve": ("serve", "k8s"),
+    "demo": ("train", "export"),
+}
+# Import names whose distribution is named otherwise (the rest: the import name, `_` read as `-`).
+DISTRIBUTIONS = {
+    "dotenv": "python-dotenv",
+    "sklearn": "scikit-learn",
+    "grpc": "grpcio",
+    "grpc_tools": "grpcio-tools",
+    "grpc_reflection": "grpcio-reflection",
+    "google": "protobuf",
+    "simdjson": "pysimdjson",
+    "yaml": "pyyaml",
+}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def extra_for(module: str, command: str) -> str | None:
+    """The extra of the installed nnsql that brings the top-level `module` (None when no extra does, or
+    nnsql is not installed: a checkout run with `python -m`)."""
+    top = module.split(".")[0]
+    wanted = normalized(DISTRIBUTIONS.get(top, top))
+    try:
+        requirements = importlib.metadata.requires("nnsql") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    extras = []
+    for requirement in requirements:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        extra = re.search(r"""extra\s*==\s*['"]([\w-]+)['"]""", requirement)
+        if name and extra and normalized(name.group()) == wanted and extra.group(1) != "all":
+            extras.append(extra.group(1))
+    preferred = [extra for extra in COMMAND_EXTRAS.get(command, ()) if extra in extras]
+    return (preferred or extras or [None])[0]
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """The command's own main(argv); a package of an extra that is not installed is one line naming the
+    extra (`pip install "nnsql[serve]"` holds no psycopg), not a traceback."""
+    try:
+        return int(importlib.import_module(COMMANDS[name].module).main(argv))
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").split(".")[0]
+        extra = extra_for(missing, name) if missing else None
+        if extra is None:
+            raise
+        print(
+            f"error: nnsql {name} needs {missing}, which the '{extra}' extra installs: "
+            f'pip install "nnsql[{extra}]"',
+            file=sys.stderr,
+        )
+        return 2
 
 
 def summary(name: str, command: Command, width: int) -> str:
@@ -146,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if name == "bench":
         return bench(rest)
-    command_main = importlib.import_module(COMMANDS[name].module).main
-    return int(command_main(rest))
+    return run_command(name, rest)
 
 
 def run() -> None:

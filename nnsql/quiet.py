@@ -24,16 +24,25 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 VERBOSE_FLAG = "--verbose"
 VERBOSE_ENV = "NNSQL_VERBOSE"
+VERBOSE = False  # what install() found: --verbose or NNSQL_VERBOSE
 NOISE = re.compile(
     rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR\s*$"
     rb"|^[IW]\d{4} [\d:. ]+\d+ [\w.]+:\d+\] "  # absl INFO and WARNING lines
     rb"|^E\d{4} [\d:. ]+\d+ (cuda|cudnn|cufft|cublas|gpu)\w*\.cc:\d+\] "  # no GPU here: not an error
     rb"|^To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags"
+)
+
+# Warnings that libraries raise about their own code, which no user of nnsql can act on.
+THIRD_PARTY_WARNINGS = (
+    # Keras's ONNX export (keras/src/export/tf2onnx_lib.py) probes np.object under numpy 2: every
+    # `nnsql export onnx` printed it with the line of Keras's source.
+    r"In the future `np\.object` will be defined as the corresponding NumPy scalar",
 )
 
 
@@ -49,6 +58,12 @@ def without_verbose(argv: Sequence[str]) -> list[str]:
     return [arg for i, arg in enumerate(argv) if i >= end or arg != VERBOSE_FLAG]
 
 
+def is_noise(line: str) -> bool:
+    """Whether a line another process printed is one of TensorFlow's start-up lines (hidden unless
+    verbose): spawn echoes worker 0's log through this."""
+    return not VERBOSE and NOISE.match(line.encode(errors="replace")) is not None
+
+
 def install(argv: list[str] | None = None) -> bool:
     """What every command runs first. Removes `--verbose` from `argv` (default: `sys.argv`, edited in
     place) and, unless it was there, hides TensorFlow's start-up lines. Returns True when verbose."""
@@ -58,9 +73,13 @@ def install(argv: list[str] | None = None) -> bool:
         sys.argv[1:] = without_verbose(arguments)
     else:
         argv[:] = without_verbose(arguments)
+    global VERBOSE
+    VERBOSE = verbose
     if verbose:
         return True
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for message in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
     if "tensorflow" not in sys.modules and not any(isinstance(f, QuietImport) for f in sys.meta_path):
         sys.meta_path.insert(0, QuietImport())
     return False
@@ -92,6 +111,15 @@ def forward(read_end: int, target: int, noise: re.Pattern[bytes]) -> None:
                 os.write(target, line)
 
 
+def quiet_python_loggers() -> None:
+    """TensorFlow's Python warnings on loading a model, ERROR and above kept: "WARNING:absl:..." notes on
+    saving and loading, and the two dozen "WARNING:tensorflow:Value in checkpoint could not be found in
+    the restored object: (root).optimizer..." lines a SavedModel prints at exit, loaded without its
+    optimizer (export needs none)."""
+    for name in ("absl", "tensorflow"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 class QuietImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the loader of the first `tensorflow` import in `filtered_stderr`."""
 
@@ -119,7 +147,7 @@ class QuietLoader(importlib.abc.Loader):
             self.loader.exec_module(module)
             with contextlib.suppress(Exception):  # where cuInit is first called, and its E0000 line
                 module.config.list_physical_devices("GPU")
-        logging.getLogger("absl").setLevel(logging.ERROR)  # "WARNING:absl:..." notes on saving and loading
+        quiet_python_loggers()
 
     def __getattr__(self, name: str) -> object:  # get_resource_reader, is_package, ... of the real loader
         return getattr(self.loader, name)

@@ -27,13 +27,23 @@ def default_workers() -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="nnsql serve",
-        description="Serve every model and version of a model repository (written by "
-        "nnsql export onnx) over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and "
-        "TF Serving REST, with a page for any model at /. New versions are picked up without a restart.",
+        description="Serve every model and version of a model repository (written by nnsql export onnx)\n"
+        "over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and TF Serving\n"
+        "REST, with a page for any model at /. New versions are picked up without a restart.",
+        epilog="example:\n  nnsql serve --repo model_repository --port 8000\n"
+        "next step:\n  curl -s http://127.0.0.1:8000/v2/models/MODEL   (its inputs; then POST to "
+        ".../infer: docs/serving-protocols.md)\n"
+        "  nnsql serve --manifests --image IMAGE   (Deployment, Service, ServingRuntime: docs/kubernetes.md)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--repo", type=Path, default=Path("model_repository"), help="model repository")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("model_repository"),
+        help="model repository (default model_repository), written by nnsql export onnx --repo",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     parser.add_argument(
         "--grpc-port",
         type=int,

@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         "duckdb",
         DESCRIPTION,
         "nnsql export duckdb --model models/mnist/model.keras --db mnist.duckdb --name mnist",
+        "SELECT mnist.score(features), mnist.label(features) FROM your_table   "
+        "(any DuckDB client on mnist.duckdb; docs/duckdb.md)",
     )
     parser.add_argument("--db", required=True, type=Path, help="DuckDB file (created if missing)")
     args = parser.parse_args(argv)

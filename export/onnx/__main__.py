@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         "onnx",
         DESCRIPTION,
         "nnsql export onnx --model models/mnist/model.keras --repo model_repository --name mnist",
+        "nnsql serve --repo model_repository   (KServe V2 and TF Serving REST; docs/serving.md)",
     )
     parser.add_argument("--repo", required=True, type=Path, help="model repository directory")
     args = parser.parse_args(argv)

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         DESCRIPTION,
         "ORACLE_PASSWORD=... nnsql export oracle --dsn scott@db:1521/FREEPDB1 "
         "--model models/mnist/model.keras --name mnist",
+        "SELECT mnist.score(features), mnist.label(features) FROM your_table   (docs/oracle.md)",
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--dsn", help="user@host:port/service")

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         DESCRIPTION,
         "PGPASSWORD=... nnsql export postgres --dsn postgresql://me@db:5432/science "
         "--model models/mnist/model.keras --name mnist",
+        'psql "$DATABASE_URL" -c "SELECT mnist.label(features) FROM your_table"   (docs/postgres.md)',
     )
     parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
     parser.add_argument(

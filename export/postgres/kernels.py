@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import psycopg
+
+if TYPE_CHECKING:  # the [postgres] extra: `nnsql export onnx` imports this module without it
+    import psycopg
 
 KERNELS = ("plpython", "cube", "plpgsql")  # fastest first: the order `auto` tries them in
 CHOICES = ("auto", *KERNELS)
@@ -65,6 +68,8 @@ class _Rollback(Exception):
 
 def unusable_reason(con: psycopg.Connection, kernel: str) -> str | None:
     """None when the connected role can score with `kernel`, else the first line of the server's error."""
+    import psycopg
+
     try:
         with con.transaction():
             for statement in PROBES[kernel]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+import subprocess
+import sys
+
 import pytest
 
 import nnsql
@@ -37,3 +42,68 @@ def test_bench_lists_the_benchmarks_of_a_checkout(capsys):
     assert cli.main(["bench"]) == 0
     assert "scoring" in capsys.readouterr().out
     assert cli.main(["bench", "nothing"]) == 2
+
+
+def test_a_missing_extra_is_named_in_one_line(tmp_path):
+    """`pip install "nnsql[export,serve]"` holds no python-dotenv: `nnsql spawn --help` ended in a
+    traceback ("No module named 'dotenv'") instead of naming the extra to install. Its help now needs no
+    extra; what needs dotenv (`--env-file`) names the extra in one line."""
+    (tmp_path / "job.py").write_text("print('trained')\n")
+    (tmp_path / "env.txt").write_text("LR=0.1\n")
+    block = "import sys; sys.modules['dotenv'] = None\n"  # as if not installed: importing it fails
+    run = "from nnsql import cli; sys.exit(cli.main({}))"
+    for argv, code in (["spawn", "--help"], 0), (["spawn", "--no-preflight", "-e", "env.txt", "job.py"], 2):
+        done = subprocess.run(
+            [sys.executable, "-c", block + run.format(argv)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (
+        """error: nnsql spawn needs dotenv, which the 'train' extra installs: pip install "nnsql[train]\""""
+    )
+
+
+def test_the_extra_named_is_the_one_the_command_needs():
+    assert cli.extra_for("psycopg", "export") == "postgres"
+    assert (
+        cli.extra_for("tensorflow", "spawn") == "train" and cli.extra_for("tensorflow", "export") == "export"
+    )
+    assert cli.extra_for("onnxruntime", "serve") == "serve" and cli.extra_for("grpc", "serve") == "serve"
+    assert cli.extra_for("sklearn.metrics", "demo") == "train"
+    assert cli.extra_for("no_such_package", "export") is None
+
+
+def test_export_of_one_target_needs_no_other_targets_driver():
+    """`pip install "nnsql[export,serve]"` (the ML engineer's quick start) holds no psycopg: every
+    `nnsql export ...`, `onnx` included, failed on `import psycopg` while listing the targets."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from nnsql import cli; sys.exit(cli.main(['export', 'onnx', '--help']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage: nnsql export onnx"), done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["spawn"],
+        ["serve"],
+        ["demo"],
+        ["export"],
+        ["export", "duckdb"],
+        ["export", "postgres"],
+        ["export", "oracle"],
+        ["export", "onnx"],
+    ],
+)
+def test_every_help_names_the_next_step(argv, capsys):
+    """A newcomer reads `--help` and then wants to know what to run next (`nnsql serve --help` and the
+    export targets' help ended on their options or one example)."""
+    with contextlib.suppress(SystemExit):
+        cli.main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert re.search(r"next step:\s+\S", out), out[-400:]

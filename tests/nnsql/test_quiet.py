@@ -3,9 +3,11 @@ else written to stderr meanwhile kept."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -59,3 +61,49 @@ def test_importing_tensorflow_in_a_command_prints_nothing_unless_verbose():
     assert import_tensorflow(env) == ""
     verbose = import_tensorflow({**env, quiet.VERBOSE_ENV: "1"})
     assert "oneDNN custom operations" in verbose or "cuda" in verbose
+
+
+def test_tensorflows_python_warnings_are_hidden_and_its_errors_kept(caplog):
+    """A SavedModel exported by `nnsql export` printed two dozen 'WARNING:tensorflow:Value in checkpoint
+    could not be found in the restored object: (root).optimizer...' lines after 'published'."""
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
+    levels = [logger.level for logger in loggers]
+    try:
+        quiet.quiet_python_loggers()
+        with caplog.at_level(logging.NOTSET):  # the root's level: only the loggers' own levels filter
+            for logger in loggers:
+                logger.warning("Value in checkpoint could not be found in the restored object")
+                logger.error("a real error")
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+    assert [record.getMessage() for record in caplog.records] == ["a real error", "a real error"]
+
+
+def test_a_librarys_warning_about_its_own_code_is_hidden_unless_verbose(monkeypatch):
+    """Every `nnsql export onnx` printed Keras's 'FutureWarning: In the future `np.object` will be
+    defined ...' with a line of Keras's source, under numpy 2 (the lock's)."""
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # install()'s import hook stays here
+    monkeypatch.setattr(quiet, "VERBOSE", quiet.VERBOSE)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    message = "In the future `np.object` will be defined as the corresponding NumPy scalar."
+    for argv, shown in (([], 0), (["--verbose"], 1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            quiet.install(argv)
+            warnings.warn_explicit(message, FutureWarning, "tf2onnx_lib.py", 21, module="keras")
+            warnings.warn("a warning of the user's own", UserWarning, stacklevel=1)
+        assert [str(w.message) for w in caught] == [message] * shown + ["a warning of the user's own"]
+
+
+def test_spawn_echoes_worker_logs_without_tensorflows_start_up_lines(monkeypatch):
+    """`nnsql spawn` printed every worker's 'E0000 ... failed call to cuInit: UNKNOWN ERROR' line (and the
+    oneDNN notes) in the middle of the physicist's training output."""
+    from nnsql.train.spawn.control import LogFollower
+
+    log = "\n".join([*NOISE_LINES, "Epoch 1/3", *KEPT_LINES]) + "\n"
+    for verbose, expected in ((False, ["Epoch 1/3", *KEPT_LINES]), (True, log.splitlines())):
+        monkeypatch.setattr(quiet, "VERBOSE", verbose)
+        said: list[str] = []
+        LogFollower(said.append).follow(log)
+        assert said == [f"[worker 0] {line}" for line in expected]

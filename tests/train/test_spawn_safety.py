@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -271,3 +272,30 @@ def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
     assert done.returncode == 0, done.stderr
     (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
     assert "no model to collect (save it with model.save(output_path('model.keras'))" in last
+
+
+def test_a_saved_model_directory_under_the_output_dir_is_the_model(tmp_path):
+    """TensorFlow's multi-worker guide saves with `model.save(path)` and no suffix: tf.keras writes a
+    SavedModel directory. Spawn copied it into runs/<run>/model/, then said 'the chief wrote no model to
+    collect': the run named no model to export. It now names the model and the command to export it."""
+    script = tmp_path / "saved_model.py"
+    script.write_text(
+        "import os\n"
+        "folder = os.path.join(os.environ['NNSQL_OUTPUT_DIR'], 'keras-model')\n"
+        "os.makedirs(os.path.join(folder, 'variables'), exist_ok=True)\n"
+        "open(os.path.join(folder, 'saved_model.pb'), 'wb').close()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", "--no-preflight", str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    assert re.search(r"; model: \S+/model/keras-model$", last), last
+    model = last.split("; model: ")[1]
+    assert f"next: nnsql export duckdb --model {model} --db scores.duckdb --name mymodel" in done.stdout

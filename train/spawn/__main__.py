@@ -13,6 +13,9 @@ output_path` writes the chief's copy under $NNSQL_OUTPUT_DIR and the others' to 
 the chief writes under $NNSQL_OUTPUT_DIR, and, for local runs, any .keras/.h5 file or SavedModel directory
 whose path the chief prints, is copied into runs/<run-id>/model/. From a notebook: `from nnsql.train.spawn
 import run`.
+
+next step: the run's last line prints it, e.g.
+nnsql export duckdb --model runs/<run-id>/model/model.keras --db scores.duckdb --name mymodel
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -66,6 +67,17 @@ class Backend(Protocol):
     def has_backup(self, spec: RunSpec) -> bool | None:
         """Whether NNSQL_BACKUP_DIR holds anything a restarted group can resume from (None: cannot tell
         from here)."""
+
+
+def collected_model(target: Path, printed: Sequence[Path] = ()) -> Path | None:
+    """The model to export among what was collected into `target` (runs/<id>/model/): a `.keras` file
+    first, then the models the chief printed the paths of, then an `.h5` file, then a SavedModel
+    directory (what tf.keras's `model.save(path)` writes for a path without a suffix, as in TensorFlow's
+    multi-worker guide)."""
+    models = [path for path in printed if path.suffix or (path / "saved_model.pb").is_file()]
+    saved = sorted(path.parent for path in target.glob("*/saved_model.pb"))
+    found = sorted(target.glob("*.keras")) + models + sorted(target.glob("*.h5")) + saved
+    return found[0] if found else None
 
 
 def write_record(run_dir: Path, **fields: object) -> None:

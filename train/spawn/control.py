@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shlex
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nnsql import quiet
 from nnsql.train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
 
 Say = Callable[[str], None]
@@ -95,7 +97,8 @@ class Result:
 
 
 class LogFollower:
-    """Prints the new lines of the chief's log, prefixed, as they arrive."""
+    """Prints the new lines of the chief's log, prefixed, as they arrive; TensorFlow's start-up lines
+    (the cuInit `E0000` line, oneDNN notes) only with --verbose: the log file keeps them."""
 
     def __init__(self, say: Say) -> None:
         self.say = say
@@ -107,7 +110,7 @@ class LogFollower:
     def follow(self, text: str) -> None:
         complete = text[: text.rfind("\n") + 1]
         for line in complete[self.seen :].splitlines():
-            if line.strip():
+            if line.strip() and not quiet.is_noise(line):
                 self.say(f"[worker 0] {line}")
         self.seen = len(complete)
 
@@ -205,6 +208,9 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
             f"{spec.run_id}: succeeded in {seconds:.1f}s after {attempt + 1} attempt(s)"
             + (f"; model: {model}" if model else f"; the chief wrote no model to collect ({NO_MODEL_HINT})")
         )
+        if model:
+            export = f"nnsql export duckdb --model {shlex.quote(str(model))} --db scores.duckdb"
+            say(f"next: {export} --name mymodel")
         return Result(spec.run_id, attempt + 1, seconds, model)
     except (Stopped, KeyboardInterrupt) as stop:
         backend.stop(spec)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from dotenv.parser import parse_stream
-
 from nnsql.train.spawn.manifests import RESERVED_ENV
 
 
 def read(path: Path) -> dict[str, str]:
     """The file's NAME=value pairs; ValueError naming the line of the first problem."""
+    from dotenv.parser import parse_stream  # the [train] extra: `nnsql spawn --help` runs without it
+
     values: dict[str, str] = {}
     for binding in parse_stream(io.StringIO(path.read_text())):
         line = binding.original.line

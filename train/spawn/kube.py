@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nnsql.train.spawn import manifests
-from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus
+from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, collected_model
 
 
 def load_config() -> None:
@@ -194,5 +194,4 @@ class KubernetesBackend:
                 archive.extractall(target, filter="data")
         finally:
             self.core.delete_namespaced_pod(name, self.namespace)
-        found = sorted(target.glob("*.keras"))
-        return found[0] if found else None
+        return collected_model(target)

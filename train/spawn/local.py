@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus
+from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, collected_model
 from nnsql.train.spawn.tfconfig import worker_env
 
 
@@ -141,7 +141,7 @@ class LocalBackend:
 
     def collect(self, spec: RunSpec) -> Path | None:
         """Copy what the chief wrote under NNSQL_OUTPUT_DIR, and the models it printed the paths of, into
-        runs/<id>/model/; returns the model to export (a .keras file first, else the newest printed one)."""
+        runs/<id>/model/; returns the model to export (backend.collected_model)."""
         source = Path(spec.shared_dir) / "output"
         target = spec.run_dir / "model"
         if source.is_dir():
@@ -155,9 +155,7 @@ class LocalBackend:
                 target.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, copy)
             printed.append(copy)
-        models = [path for path in printed if path.suffix or (path / "saved_model.pb").is_file()]
-        found = sorted(target.glob("*.keras")) + models + sorted(target.glob("*.h5"))
-        return found[0] if found else None
+        return collected_model(target, printed)
 
     def events(self, spec: RunSpec) -> str:
         return "local processes start immediately; see the worker logs"
