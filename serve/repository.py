@@ -22,7 +22,7 @@ import onnxruntime
 
 from nnsql.serve.batching import Batcher
 from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
-from nnsql.serve.errors import ScoringError, capped, not_found
+from nnsql.serve.errors import ScoringError, bad_request, capped, not_found
 from nnsql.serve.outputs import kind_of
 from nnsql.serve.validation import InvalidVersion, bounded, check_version
 
@@ -362,10 +362,11 @@ class ModelRepository:
         return versions[number]
 
     def default(self) -> LoadedModel:
-        """For /score without ?model=: 'mnist' if loaded, else the first model taking one 784-value row."""
+        """For /score without ?model=: the only model loaded. With several, guessing would answer with
+        another model's scores (a regression's value as a class), so the client must name one."""
         if not self.models:
             raise not_found("no model is loaded")
-        latest = [self.get(name) for name in sorted(self.models)]
-        image_models = [m for m in latest if len(m.inputs) == 1 and m.row_size() == 784]
-        named = [m for m in latest if m.name == "mnist"]
-        return (named or image_models or latest)[0]
+        if len(self.models) > 1:
+            names = ", ".join(sorted(self.models)[:10])
+            raise bad_request(f"several models are loaded ({names}): name one with /score?model=NAME")
+        return self.get(next(iter(self.models)))

@@ -45,13 +45,16 @@ def page() -> Response:
 
 @blueprint.post("/score")
 def score() -> Response:
-    """{"features": [...]} (one row) → class index, label and probabilities; ?model=NAME&version=V."""
+    """{"features": [...]} (one row) → the answer by the model's kind; ?model=NAME&version=V (NAME may be
+    left out when one model is loaded)."""
     name = request.args.get("model")
     model = repository().get(name, request.args.get("version")) if name else repository().default()
     require_json()
     body = read_json(model)
     if not isinstance(body, dict) or "features" not in body:
         raise bad_request('send {"features": [...]} with one row of values')
+    if "model" in body or "version" in body:  # scored by whichever model the query chose: refuse
+        raise bad_request("name the model in the query (/score?model=NAME&version=V), not in the body")
     spec = model.inputs[0]
     if len(model.inputs) != 1:
         raise bad_request(f"/score serves single-input models; {model.name} has {len(model.inputs)} inputs")

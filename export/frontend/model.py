@@ -204,7 +204,16 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
         raise ExportError(f"{path} must hold a JSON object")
     if "classes" in metadata:
         metadata["classes"] = list(check_labels(metadata["classes"]))
+    lookalike = next((key for key in LABEL_KEY_LOOKALIKES if key in metadata), None)
+    if lookalike and "classes" not in metadata:  # the labels would silently be 0, 1, 2, ...
+        raise ExportError(
+            f"{path} names its class labels {lookalike!r}; the exporter reads 'classes': rename it"
+        )
     return metadata
+
+
+# Keys users give class labels under, which the exporter would otherwise ignore.
+LABEL_KEY_LOOKALIKES = ("class_names", "class_labels", "label_names", "labels", "categories")
 
 
 def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> Any:

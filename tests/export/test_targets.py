@@ -166,6 +166,17 @@ def test_classes_that_are_not_a_list_of_strings_are_refused(scorer, tmp_path, ca
     assert "must be a list of strings" in capsys.readouterr().err
 
 
+def test_labels_under_another_key_are_refused_not_numbered(scorer, tmp_path, capsys):
+    """A metadata.json naming its labels `class_names` exported with labels 0..9, silently."""
+    import json
+
+    path = models.save(models.cern_mlp(n_features=16), tmp_path / "renamed")
+    (path.parent / "metadata.json").write_text(json.dumps({"class_names": list("abcdefghij")}))
+    assert scorer.export(path, "renamed") == 2
+    err = capsys.readouterr().err.strip()
+    assert "'class_names'" in err and "'classes'" in err and len(err.splitlines()) == 1
+
+
 def array_text(target, values: list[str]) -> tuple[str, str]:
     """A row as array text and the cast that reads it, so that NaN reaches the database as NaN (the DuckDB
     client turns a Python NaN parameter into NULL)."""

@@ -65,3 +65,25 @@ def test_access_log_is_structured_and_holds_no_payload(live, caplog):
     entry = entries[-1]
     assert entry["path"] == "/score" and entry["status"] == 200 and entry["model"] == "mnist"
     assert "0.123456" not in caplog.text
+
+
+def test_score_refuses_to_guess_which_model_answers(live):
+    """With several models loaded, /score without ?model= used to answer with whichever model sorted
+    first (a regression's value for a classifier's row): now one line naming the query parameter."""
+    row = {"features": [0.1] * 784}
+    unnamed = requests.post(f"{live.url}/score", json=row)
+    assert unnamed.status_code == 400
+    assert "/score?model=NAME" in unnamed.json()["error"] and "mixed" in unnamed.json()["error"]
+    in_body = requests.post(f"{live.url}/score?model=mnist", json={**row, "model": "mixed"})
+    assert in_body.status_code == 400 and "in the query" in in_body.json()["error"]
+    assert requests.post(f"{live.url}/score?model=mnist", json=row).status_code == 200
+
+
+def test_score_takes_the_only_model_without_a_name(serve_app, tmp_path, onnx_repo):
+    import shutil
+
+    repo = tmp_path / "one"
+    shutil.copytree(onnx_repo / "mnist", repo / "mnist")
+    server = serve_app(REPO=str(repo))
+    answer = requests.post(f"{server.url}/score", json={"features": [0.1] * 784})
+    assert answer.status_code == 200 and answer.json()["model"] == "mnist"
