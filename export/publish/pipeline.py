@@ -143,9 +143,8 @@ def expectations(
     scale is. A target computing in float64 is held to the reference; a float32 target (Oracle's
     BINARY_FLOAT, onnxruntime) to the larger of that and FLOAT32_MARGIN times Keras's own distance from
     the reference on that row, or FLOAT32_ROUNDING times how far float32 rounding moves it (`rounding`):
-    float32 rounding alone
-    moves such a row that far, whatever computes it; an ordinary row it moves beyond the tolerance is
-    compared with the reference too.
+    float32 rounding alone moves such a row that far, whatever computes it; an ordinary row it moves
+    beyond the tolerance is compared with the reference too.
     A row at scale that float32 Keras or the reference cannot score finitely (an exponential beyond
     float32's range, every step masked) is beyond the model's own range: scored, so it must not raise,
     but not compared (tolerance ∞)."""
