@@ -148,7 +148,7 @@ def verify_rows(prepared: Prepared, tolerance: float) -> np.ndarray:
 
 
 def doubles(values: Iterable[float]) -> str:
-    return f"UTL_NLA_ARRAY_DBL({', '.join(repr(float(v)) for v in values)})"
+    return f"UTL_NLA_ARRAY_DBL({', '.join(double_literal(v) for v in values)})"
 
 
 def answer_condition(function: str, call: str, expected: object, tolerance: float) -> str:

@@ -281,3 +281,11 @@ def test_hostile_labels_cannot_add_statements_to_the_scripts(tmp_path):
         for script in scripts:
             assert parse_errors(script.read_text()) == [], script.name
     assert counts["hostile"] == counts["plain"]
+
+
+def test_expected_nan_reaches_the_verify_script_as_plsql_nan():
+    """A fully masked row's expected probabilities are NaN: written `nan`, PL/SQL reads a variable."""
+    from nnsql.export.oracle.script import answer_condition
+
+    condition = answer_condition("predict_proba", "m.predict_proba(x0)", [float("nan"), 0.5], 1e-5)
+    assert "BINARY_DOUBLE_NAN" in condition and "nan," not in condition.lower().replace("_nan", "")

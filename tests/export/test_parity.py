@@ -66,3 +66,15 @@ def test_logits_read_through_softmax_and_sigmoid():
 def test_nan_from_target_is_an_error():
     with pytest.raises(ParityError, match="NaN"):
         parity.compare(np.ones((1, 2)), np.array([[np.nan, 1.0]]))
+
+
+def test_a_fully_masked_rows_nan_probabilities_agree_only_with_nan():
+    """Keras gives NaN for a masked average over no step; the target must give NaN in the same places."""
+    nan = float("nan")
+    reference = np.array([[nan, nan, nan], [0.2, 0.3, 0.5]])
+    same = {"predict_proba": [[nan, nan, nan], [0.2, 0.3, 0.5]]}
+    (check,) = parity.check_answers("probabilities", reference, ("a", "b", "c"), same)
+    assert check.disagreements == 0
+    numbers = {"predict_proba": [[0.3, 0.3, 0.4], [0.2, 0.3, 0.5]]}
+    (check,) = parity.check_answers("probabilities", reference, ("a", "b", "c"), numbers)
+    assert check.disagreements == 1 and check.first_disagreement == 0
