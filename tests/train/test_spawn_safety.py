@@ -299,3 +299,18 @@ def test_a_saved_model_directory_under_the_output_dir_is_the_model(tmp_path):
     assert re.search(r"; model: \S+/model/keras-model$", last), last
     model = last.split("; model: ")[1]
     assert f"next: nnsql export duckdb --model {model} --db scores.duckdb --name mymodel" in done.stdout
+
+
+def test_worker_ports_are_outside_the_range_outgoing_connections_take():
+    """Ports found by binding to 0 are ephemeral: any connection on the machine could take one before
+    the worker binds it, and TensorFlow then stops with "Could not start gRPC server" (seen in CI)."""
+    import socket
+
+    from nnsql.train.spawn.local import ephemeral_range, free_ports
+
+    low, high = ephemeral_range()
+    ports = free_ports(8)
+    assert len(set(ports)) == 8 and not any(low <= port <= high for port in ports)
+    for port in ports:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -18,15 +19,44 @@ from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, collected_mo
 from nnsql.train.spawn.tfconfig import worker_env
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
+def free_ports(count: int, rng: random.Random | None = None) -> list[int]:
+    """`count` ports free to bind now, for the workers' gRPC servers, chosen below the kernel's range of
+    ephemeral ports. A port the kernel hands out for binding to 0 returns to that range when the probe
+    closes, and any outgoing connection on the machine may take it before the worker binds it (TensorFlow
+    then fails with "Could not start gRPC server"); a port below that range is only taken by a process
+    binding it on purpose."""
+    rng = rng or random.Random()
+    low = ephemeral_range()[0]
+    low = low if low > PORTS_FROM + 100 * count else 65536  # a range starting low: any port above
+    chosen: list[int] = []
+    for _ in range(200 * count):
+        port = rng.randrange(PORTS_FROM, low)
+        if port not in chosen and can_bind(port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise RuntimeError(f"no {count} free ports between {PORTS_FROM} and {low} on 127.0.0.1")
+
+
+PORTS_FROM = 20000  # above the ports services commonly listen on
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """Linux's ip_local_port_range (its default where it cannot be read)."""
     try:
-        for probe in sockets:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in sockets]
-    finally:
-        for probe in sockets:
-            probe.close()
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def can_bind(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 # The folder holding the `train` package: local workers import train.data and train.spawn.output_path
