@@ -15,12 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nnsql.serve import rundir
 from nnsql.serve.coordination import Coordinator
 from nnsql.serve.gate import read_api_keys
 from nnsql.serve.worker import ENVIRONMENT
@@ -104,7 +104,9 @@ class Master:
     ) -> None:
         self.listener = listener
         self.args = args
-        self.run_dir = Path(tempfile.mkdtemp(prefix="nnsql-serve-"))
+        for removed in rundir.remove_stale():
+            print(f"removed {removed}: left by a server that was killed", file=sys.stderr)
+        self.run_dir, self.run_lock = rundir.create()
         self.settings = {
             "app": app | {"RUN_DIR": str(self.run_dir)},
             "limits": limits,
@@ -114,6 +116,7 @@ class Master:
             "grace": STOP_GRACE,
             "access_log": args.access_log,
             "grpc": grpc,
+            "master": os.getpid(),
         }
         self.coordinator = Coordinator(args.repo, self.run_dir / "repository", args.poll_seconds)
         self.workers: dict[int, Worker] = {}
@@ -215,3 +218,4 @@ class Master:
                 worker.process.kill()
                 worker.process.wait()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        os.close(self.run_lock)

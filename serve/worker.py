@@ -18,9 +18,11 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from nnsql import quiet
+from nnsql.serve import rundir
 
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
 LOG = logging.getLogger("nnsql.serve.worker")
@@ -46,12 +48,11 @@ async def serve(settings: dict[str, Any]) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    master = os.getppid()
     while not stopping.is_set():
         try:
             await asyncio.wait_for(stopping.wait(), timeout=1.0)
         except TimeoutError:
-            if os.getppid() != master:  # the master died without stopping us
+            if os.getppid() != settings["master"]:  # the master died without stopping us
                 break
     await server.close(grace=float(settings.get("grace", 10.0)))
     for stop in stoppers:
@@ -65,9 +66,14 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
     if not settings.get("access_log", False):
         logging.getLogger("serve.access").setLevel(logging.WARNING)
+    run_dir = Path(settings["app"]["RUN_DIR"])
+    share = rundir.hold(run_dir)  # None: the master was killed before this worker got here
     import uvloop
 
-    uvloop.run(serve(settings))
+    try:
+        uvloop.run(serve(settings))
+    finally:
+        rundir.leave(run_dir, share)  # removes the run directory if the master was killed
     return 0
 
 
