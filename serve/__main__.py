@@ -161,6 +161,7 @@ def grpc_settings(args: argparse.Namespace) -> dict | None:
         "max_concurrent_calls": args.max_connections,
         "max_connections": args.max_connections,
         "idle_seconds": args.client_timeout,
+        "max_age_seconds": args.request_timeout,  # bounds how long a call may hold a thread unsent
         "reuse_port": True,  # every worker binds the port; the master checked that nobody else holds it
     }
 
