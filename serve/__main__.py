@@ -105,6 +105,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--poll-seconds", type=float, default=1.0, help="how often the repository is rescanned"
     )
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=30,
+        help="seconds a worker may go without a heartbeat and without using CPU (stopped or hung) "
+        "before it is killed and another started (default 30); a worker busy loading is waited for",
+    )
     parser.add_argument("--api-key-file", help="require one of the keys in this file (one per line)")
     parser.add_argument(
         "--allowed-hosts",
@@ -128,6 +135,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 0:
         parser.error("--workers must be at least 1 and --threads at least 0")
+    if args.worker_timeout < 2:
+        parser.error("--worker-timeout must be at least 2 seconds (workers beat every second)")
     return args
 
 
@@ -162,6 +171,7 @@ def grpc_settings(args: argparse.Namespace) -> dict | None:
         "max_concurrent_calls": args.max_connections,
         "max_connections": args.max_connections,
         "idle_seconds": args.client_timeout,
+        "max_age_seconds": args.request_timeout,  # bounds how long a call may hold a thread unsent
         "reuse_port": True,  # every worker binds the port; the master checked that nobody else holds it
     }
 

@@ -15,19 +15,22 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nnsql.serve import rundir
 from nnsql.serve.coordination import Coordinator
 from nnsql.serve.gate import read_api_keys
+from nnsql.serve.liveness import Watch, beat_path
 from nnsql.serve.worker import ENVIRONMENT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-QUICK_DEATH = 10.0  # seconds: a worker that dies sooner after its start counts towards giving up
-GIVE_UP_AFTER = 3  # quick deaths in a row
+GIVE_UP_AFTER = 3  # start-up failures in a row of one worker (it died before it served) stop the server
+STABLE = 60.0  # seconds: a worker that served this long before it died is started again at once
+MAX_BACK_OFF = 30.0  # seconds between starts of a worker that keeps dying after it served
+WATCH_EVERY = 1.0  # seconds between looks at the workers' heartbeats
 STOP_GRACE = 10.0  # seconds running requests get to finish on shutdown
 
 
@@ -90,7 +93,16 @@ def raise_file_limit() -> None:
 class Worker:
     index: int
     process: subprocess.Popen
-    started: float = field(default_factory=time.monotonic)
+    watch: Watch
+    ready_at: float | None = None  # when the master learnt that it serves
+    restart_at: float | None = None  # set once it died: when the next one starts
+
+
+def back_off(crashes: int) -> float:
+    """Seconds to wait before starting a worker again after its `crashes`-th death in a row after it
+    served: none the first time, then 1, 2, 4 … up to 30 s, so a crash on every request cannot make
+    the master spin, and one crash costs nothing."""
+    return 0.0 if crashes <= 1 else min(MAX_BACK_OFF, 2.0 ** (crashes - 2))
 
 
 class Master:
@@ -104,7 +116,10 @@ class Master:
     ) -> None:
         self.listener = listener
         self.args = args
-        self.run_dir = Path(tempfile.mkdtemp(prefix="nnsql-serve-"))
+        for removed in rundir.remove_stale():
+            print(f"removed {removed}: left by a server that was killed", file=sys.stderr)
+        self.run_dir, self.run_lock = rundir.create()
+        (self.run_dir / "workers").mkdir()
         self.settings = {
             "app": app | {"RUN_DIR": str(self.run_dir)},
             "limits": limits,
@@ -114,11 +129,14 @@ class Master:
             "grace": STOP_GRACE,
             "access_log": args.access_log,
             "grpc": grpc,
+            "master": os.getpid(),
         }
         self.coordinator = Coordinator(args.repo, self.run_dir / "repository", args.poll_seconds)
         self.workers: dict[int, Worker] = {}
         self.stopping = False
-        self.quick_deaths = 0
+        self.start_failures: dict[int, int] = {}  # index -> deaths before serving, in a row
+        self.crashes: dict[int, int] = {}  # index -> deaths after serving, each soon after the last
+        self.last_watch = 0.0
         self.tick_error = ""
 
     def environment(self, index: int) -> dict[str, str]:
@@ -138,7 +156,7 @@ class Master:
             pass_fds=(self.listener.fileno(),),
             cwd=REPO_ROOT,
         )
-        self.workers[index] = Worker(index, process)
+        self.workers[index] = Worker(index, process, Watch(process.pid, beat_path(self.run_dir, process.pid)))
 
     def run(self) -> int:
         raise_file_limit()
@@ -159,6 +177,7 @@ class Master:
                 if not self.restart_dead():
                     status = 1
                     break
+                self.watch_workers()
                 live = [index for index, worker in self.workers.items() if worker.process.poll() is None]
                 self.tick(live)
         finally:
@@ -181,20 +200,73 @@ class Master:
         self.stopping = True
 
     def restart_dead(self) -> bool:
-        """Restart workers that died; False when they keep dying at start."""
+        """Start workers again that died (after their back-off); False when one keeps failing at start."""
         for index, worker in list(self.workers.items()):
-            code = worker.process.poll()
-            if code is None or self.stopping:
-                continue
-            self.forget_metrics(worker.process.pid)
-            quick = time.monotonic() - worker.started < QUICK_DEATH
-            self.quick_deaths = self.quick_deaths + 1 if quick else 0
-            if self.quick_deaths >= GIVE_UP_AFTER:
-                print("error: the workers keep failing at start (see above); stopping", file=sys.stderr)
-                return False
-            print(f"worker {index} ended with exit code {code}; starting another", file=sys.stderr)
-            self.start_worker(index)
+            if self.stopping:
+                break
+            if worker.restart_at is None:
+                code = worker.process.poll()
+                if code is None:
+                    continue
+                if not self.died(worker, code):
+                    return False
+            assert worker.restart_at is not None
+            if time.monotonic() >= worker.restart_at:
+                self.start_worker(index)
         return True
+
+    def died(self, worker: Worker, code: int) -> bool:
+        """Count a death and set when the next worker starts; False when this worker failed at start
+        (before it served: an import, a port, a model that kills its process) too many times in a row.
+        Deaths after serving (a crash, the OOM killer, a kill) never stop the server."""
+        self.forget_metrics(worker.process.pid)
+        worker.watch.look()  # it may have said it served just before it died
+        self.note_ready(worker)
+        worker.watch.forget()
+        index = worker.index
+        delay = 0.0
+        if worker.ready_at is None:
+            self.start_failures[index] = self.start_failures.get(index, 0) + 1
+            if self.start_failures[index] >= GIVE_UP_AFTER:
+                failed = f"failed at start {GIVE_UP_AFTER} times in a row (see above)"
+                print(f"error: worker {index} {failed}; stopping", file=sys.stderr)
+                return False
+        else:
+            served = time.monotonic() - worker.ready_at
+            self.crashes[index] = 1 if served >= STABLE else self.crashes.get(index, 0) + 1
+            delay = back_off(self.crashes[index])
+        later = f" in {delay:g} s" if delay else ""
+        print(f"worker {index} ended with exit code {code}; starting another{later}", file=sys.stderr)
+        worker.restart_at = time.monotonic() + delay
+        return True
+
+    def note_ready(self, worker: Worker) -> None:
+        if worker.watch.ready and worker.ready_at is None:
+            worker.ready_at = time.monotonic()
+            self.start_failures[worker.index] = 0
+
+    def watch_workers(self) -> None:
+        """Kill a worker that is stopped or hung (no heartbeat and no CPU for --worker-timeout): it
+        would hold back every reload and its clients' requests; the next round starts another. A
+        worker that is silent but busy (a long model load) is waited for, and said so once."""
+        now = time.monotonic()
+        if now - self.last_watch < WATCH_EVERY:
+            return
+        self.last_watch = now
+        timeout = self.args.worker_timeout
+        for worker in self.workers.values():
+            if worker.restart_at is not None or worker.process.poll() is not None:
+                continue
+            verdict = worker.watch.verdict(timeout)
+            self.note_ready(worker)
+            name = f"worker {worker.index} (pid {worker.process.pid})"
+            silent = f"has not answered for {worker.watch.silent_for():.0f} s"
+            if verdict == "unresponsive":
+                print(f"{name} {silent} and is stopped or idle: killing it", file=sys.stderr, flush=True)
+                worker.process.kill()
+            elif verdict == "busy" and not worker.watch.busy_said:
+                print(f"{name} {silent} but is using CPU (a long model load?): waiting", file=sys.stderr)
+                worker.watch.busy_said = True
 
     def forget_metrics(self, pid: int) -> None:
         """Drop a dead worker's live gauges (its counters stay: totals never go backwards)."""
@@ -215,3 +287,4 @@ class Master:
                 worker.process.kill()
                 worker.process.wait()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        os.close(self.run_lock)

@@ -18,15 +18,18 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from nnsql import quiet
+from nnsql.serve import rundir
+from nnsql.serve.liveness import Heartbeat
 
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
 LOG = logging.getLogger("nnsql.serve.worker")
 
 
-async def serve(settings: dict[str, Any]) -> None:
+async def serve(settings: dict[str, Any], heartbeat: Heartbeat) -> None:
     from nnsql.serve.app import create_app
     from nnsql.serve.server import Limits, Server
 
@@ -46,12 +49,12 @@ async def serve(settings: dict[str, Any]) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    master = os.getppid()
+    heartbeat.serving()
     while not stopping.is_set():
         try:
             await asyncio.wait_for(stopping.wait(), timeout=1.0)
         except TimeoutError:
-            if os.getppid() != master:  # the master died without stopping us
+            if os.getppid() != settings["master"]:  # the master died without stopping us
                 break
     await server.close(grace=float(settings.get("grace", 10.0)))
     for stop in stoppers:
@@ -65,9 +68,21 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
     if not settings.get("access_log", False):
         logging.getLogger("serve.access").setLevel(logging.WARNING)
+    run_dir = Path(settings["app"]["RUN_DIR"])
+    share = rundir.hold(run_dir)  # None: the master was killed before this worker got here
+
+    def abandon() -> None:
+        """The master ended while this worker was starting: nobody will commit its models."""
+        rundir.leave(run_dir, share)
+        os._exit(1)
+
+    heartbeat = Heartbeat(run_dir, settings["master"], abandon).start()
     import uvloop
 
-    uvloop.run(serve(settings))
+    try:
+        uvloop.run(serve(settings, heartbeat))
+    finally:
+        rundir.leave(run_dir, share)  # removes the run directory if the master was killed
     return 0
 
 

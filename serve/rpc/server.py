@@ -126,11 +126,21 @@ def create_grpc_server(
     max_concurrent_calls: int = 1000,
     max_connections: int = 1000,
     idle_seconds: float = 30.0,
+    max_age_seconds: float | None = None,
     reuse_port: bool = False,
 ) -> tuple[grpc.Server, int]:
     """The server (not started) and the port it is bound to (port 0: a free one); OSError in one line
     when the port cannot be bound. Connections are capped and closed when idle, as over HTTP: the
-    worker's file descriptors are shared with its HTTP server, which idle gRPC connections exhausted."""
+    worker's file descriptors are shared with its HTTP server, which idle gRPC connections exhausted.
+    With `max_age_seconds`, a connection is told to go away (GOAWAY: clients reconnect) after that
+    long, and closed when its calls have not finished that long after: grpcio has no deadline for a
+    call's message, and a call waiting for one holds a pool thread (there are 2) and its connection."""
+    age = []
+    if max_age_seconds is not None:
+        age = [
+            ("grpc.max_connection_age_ms", int(max_age_seconds * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(max_age_seconds * 1000)),
+        ]
     server = grpc.server(
         ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
         handlers=[handlers(app)],
@@ -144,6 +154,7 @@ def create_grpc_server(
             ("grpc.max_allowed_incoming_connections", max_connections),
             ("grpc.max_connection_idle_ms", int(idle_seconds * 1000)),
             ("grpc.server_handshake_timeout_ms", int(idle_seconds * 1000)),
+            *age,
         ],
         maximum_concurrent_rpcs=max_concurrent_calls,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -348,3 +349,36 @@ def test_python_m_serve_grpc_port_and_a_port_in_use(onnx_repo):
         server.stop()
     with socket.socket() as probe:  # the first server released the port
         probe.bind(("127.0.0.1", port))
+
+
+@pytest.mark.slow
+def test_calls_that_never_send_their_message_hold_the_workers_threads_for_a_bounded_time(serve_process):
+    """A unary call whose message never comes waits for it in one of the worker's gRPC threads, with
+    no deadline of grpcio's own: as many such calls as threads (2; no key needed) stopped the worker's
+    gRPC service for as long as the client liked, and held their connections open under the cap.
+    Connections now live at most --request-timeout, then get --request-timeout to finish their calls."""
+    from tests.serve.conftest import free_port
+
+    port = free_port()
+    server = serve_process("--workers", "1", "--grpc-port", str(port), "--request-timeout", "2")
+    server.wait_for_workers(1)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    never = threading.Event()
+
+    def no_message():
+        never.wait()
+        yield from ()
+
+    # ModelInfer called as a stream: the headers go out, the message never does
+    hanging = channel.stream_unary(f"/{SERVICE.full_name}/ModelInfer")
+    held = [hanging.future(no_message()) for _ in range(4)]
+    try:
+        time.sleep(1.0)  # both threads now wait for a message
+        client = triton_grpc.InferenceServerClient(url=f"127.0.0.1:{port}")
+        assert client.is_server_live(client_timeout=30)
+        client.close()
+    finally:
+        never.set()
+        for call in held:
+            call.cancel()
+        channel.close()
