@@ -33,6 +33,16 @@ class Budget:
     seconds: float = DEFAULT_SECONDS
     minimum: int = MINIMUM_ROWS
     first_batch: int = FIRST_BATCH
+    # the seconds of --parity-seconds these are a share of (the rest checks the answers), when a share
+    whole: float | None = None
+
+    def says(self) -> str:
+        """The budget in the words of its option."""
+        if self.whole is None or self.whole == self.seconds:
+            return f"the {self.seconds:g} s parity budget (--parity-seconds)"
+        return (
+            f"{self.seconds:g} s of the {self.whole:g} s parity budget (--parity-seconds; the rest: answers)"
+        )
 
 
 @dataclass(frozen=True)
@@ -52,10 +62,7 @@ class Outcome:
         """The sample source as recorded and reported, saying when the budget cut the rows."""
         if not self.limited:
             return source
-        return (
-            f"{source}; first {self.rows} of {self.available} scored, sized to the "
-            f"{self.budget.seconds:g} s parity budget (--parity-seconds)"
-        )
+        return f"{source}; first {self.rows} of {self.available} scored, sized to {self.budget.says()}"
 
 
 def planned_rows(scored: int, elapsed: float, rate: float, available: int, budget: Budget) -> int:
@@ -157,8 +164,8 @@ class ScoringLoop:
         )
         if plan < self.available:
             line += (
-                f" (all {self.available} would take {duration(rate * self.available)}: the parity budget is "
-                f"{self.budget.seconds:g} s, --parity-seconds; at least {self.budget.minimum} rows)"
+                f" (all {self.available} would take {duration(rate * self.available)}: scoring is sized to "
+                f"{self.budget.says()}; at least {self.budget.minimum} rows)"
             )
         self.say(line)
 

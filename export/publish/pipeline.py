@@ -263,11 +263,11 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
 
 
 def score_samples(
-    store: Store, request: ExportRequest, prepared: Prepared, target: str
+    store: Store, request: ExportRequest, prepared: Prepared, target: str, seconds: float | None = None
 ) -> tuple[np.ndarray, budget.Outcome]:
-    """The staged version's scores of as many sample rows as the parity budget allows
-    (export/publish/budget.py). A ScoringFailure names its row in the whole sample set, not in the batch that
-    raised."""
+    """The staged version's scores of as many sample rows as `seconds` (default: the whole parity budget)
+    allow (export/publish/budget.py). A ScoringFailure names its row in the whole sample set, not in the
+    batch that raised."""
     kernel = getattr(store, "kernel", "")
 
     def score_rows(start: int, stop: int) -> np.ndarray:
@@ -279,7 +279,9 @@ def score_samples(
     return budget.score_within_budget(
         score_rows,
         prepared.samples.rows,
-        budget.Budget(seconds=request.parity_seconds),
+        budget.Budget(
+            seconds=request.parity_seconds if seconds is None else seconds, whole=request.parity_seconds
+        ),
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,
     )
@@ -309,14 +311,16 @@ def verify(
     """The staged version's `predict` against model.predict on the sample rows the parity budget allows
     (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
     (export/publish/parity.py) on rows spread over those: as many as the budget scored once per function (each
-    function runs the network again), at most ANSWER_ROWS. Returns the report and the sample source."""
+    function runs the network again), at most ANSWER_ROWS. The two halves share the parity budget: each
+    gets half of it when the kind has answers to check. Returns the report and the sample source."""
     graph, inputs = prepared.graph, prepared.samples.inputs
-    actual, scored = score_samples(store, request, prepared, target)
+    several = bool(graph.outputs)
+    functions = parity.questions(graph.kind, several_outputs=several)
+    share = request.parity_seconds / 2 if functions else request.parity_seconds
+    actual, scored = score_samples(store, request, prepared, target, share)
     allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
     report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
     source = scored.describe(prepared.samples.source)
-    several = bool(graph.outputs)
-    functions = parity.questions(graph.kind, several_outputs=several)
     if not functions:
         return report, source
     count = min(ANSWER_ROWS, max(budget.MINIMUM_ROWS, scored.rows // len(functions)))

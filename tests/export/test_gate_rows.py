@@ -141,3 +141,13 @@ def test_a_duckdb_error_names_the_row_found_in_a_scratch_copy(elu_path, tmp_path
     assert error.count("\n") == 1, error
     assert "duckdb raised on sample row" in error and "in m.predict: Out of Range Error" in error
     assert target.query("SELECT version FROM nnsql.models WHERE active") == [(1,)]
+
+
+def test_scoring_and_the_answers_share_the_parity_budget(tmp_path):
+    """The answers rerun the network once per function: given as many rows as `predict` scored, they
+    doubled a slow target's parity time (PL/pgSQL: 55 s of a 60 s export). `predict` now gets half."""
+    target = DuckDBExecutor(tmp_path)
+    path = models.save(models.cern_mlp(n_features=16), tmp_path / "mlp")
+    assert target.export(path, "m", "--parity-seconds", "0.001") == 0
+    (source,) = target.query("SELECT parity_sample_source FROM nnsql.models WHERE name = 'm'")[0]
+    assert "sized to 0.0005 s of the 0.001 s parity budget" in source, source
