@@ -310,9 +310,9 @@ def verify(
 ) -> tuple[parity.ParityReport, str]:
     """The staged version's `predict` against model.predict on the sample rows the parity budget allows
     (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
-    (export/publish/parity.py) on rows spread over those: as many as the budget scored once per function (each
-    function runs the network again), at most ANSWER_ROWS. The two halves share the parity budget: each
-    gets half of it when the kind has answers to check. Returns the report and the sample source."""
+    (export/publish/parity.py) on rows spread over those (`answer_rows`: each function runs the network
+    again). The two halves share the parity budget: each gets half of it when the kind has answers to
+    check. Returns the report and the sample source."""
     graph, inputs = prepared.graph, prepared.samples.inputs
     several = bool(graph.outputs)
     functions = parity.questions(graph.kind, several_outputs=several)
@@ -323,7 +323,7 @@ def verify(
     source = scored.describe(prepared.samples.source)
     if not functions:
         return report, source
-    count = min(ANSWER_ROWS, max(budget.MINIMUM_ROWS, scored.rows // len(functions)))
+    count = answer_rows(scored, share, len(functions))
     rows = spread(scored.rows, count)
     try:
         answers = store.answers(request.name, {k: v[rows] for k, v in inputs.items()}, functions)
@@ -348,6 +348,17 @@ def verify(
 
 
 ANSWER_ROWS = 250  # sample rows whose answers (score, label, ...) are checked: each reruns the network
+# rows each function is checked on whatever they cost (spread: ordinary rows and rows at scale)
+ANSWER_MINIMUM = 4
+
+
+def answer_rows(scored: budget.Outcome, seconds: float, functions: int) -> int:
+    """How many rows the answers are checked on: as many as `seconds` allow at the cost of a row that
+    scoring measured, once per function, between ANSWER_MINIMUM and ANSWER_ROWS, and never more rows
+    than were scored."""
+    per_row = scored.seconds / max(scored.rows, 1)
+    affordable = int(seconds / (per_row * functions)) if per_row > 0 else ANSWER_ROWS
+    return min(ANSWER_ROWS, scored.rows, max(ANSWER_MINIMUM, affordable))
 
 
 def spread(rows: int, most: int) -> np.ndarray:

@@ -139,3 +139,16 @@ def test_an_export_shows_its_estimate_and_progress_bars(cern_mlp_path, tmp_path,
     assert estimate and weights < timing < estimate.start()
     bar = re.search(r"parity on duckdb: +\d+%.*\| *\d+/\d+ \[[\d:]+<[\d:]+", err[estimate.end() :])
     assert bar, err[-500:]  # tqdm's [elapsed<remaining] is the ETA
+
+
+def test_the_answers_are_checked_on_the_rows_their_share_of_the_budget_affords():
+    """Each answer reruns the network: on a slow target (0.84 s a row) the answers took 25 s on 10 rows
+    whatever the budget; they now get the rows their half affords, at least ANSWER_MINIMUM."""
+    from nnsql.export.publish.pipeline import ANSWER_MINIMUM, ANSWER_ROWS, answer_rows
+
+    slow = Outcome(rows=10, available=1000, seconds=8.4, budget=Budget(10.0))
+    assert answer_rows(slow, 10.0, 3) == ANSWER_MINIMUM  # 10 s / (0.84 s × 3) = 3.97 rows
+    fast = Outcome(rows=1000, available=1000, seconds=2.0, budget=Budget(10.0))
+    assert answer_rows(fast, 10.0, 3) == ANSWER_ROWS
+    few = Outcome(rows=3, available=3, seconds=0.0, budget=Budget(10.0))
+    assert answer_rows(few, 10.0, 3) == 3
