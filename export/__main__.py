@@ -55,7 +55,13 @@ def markdown_table() -> str:
     activations = set(next(iter(TARGETS.values())).capabilities.activations) - set(ir.INTERNAL_ACTIVATIONS)
     activations |= set(LOWERED_ACTIVATIONS)  # built from primitives by the front end
     lines.append("Activations: " + ", ".join(sorted(activations)) + ".")
-    lines += ["", "Refused with one line naming the layer and the option, before anything is written:", ""]
+    lines += [
+        "",
+        "Refused with one line naming the layer and the option, before anything is written. None of these"
+        " is impossible in SQL; they are not lowered yet. `nnsql export onnx` may still convert a model"
+        " using them (Keras's ONNX exporter decides):",
+        "",
+    ]
     lines += [f"- {layer}: {REFUSES[layer]}" for layer in sorted(REFUSES)]
     return "\n".join([*lines, "", *kinds_table(targets)])
 
