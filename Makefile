@@ -32,7 +32,7 @@ test: setup ort115
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow"

@@ -260,17 +260,7 @@ def test_a_run_that_saves_no_model_says_how_to_hand_one_back(tmp_path):
     wrote no model to collect' and no word on how to make it collect one."""
     script = tmp_path / "no_model.py"
     script.write_text("def make_strategy():\n    return None\n\n\nmake_strategy()\nprint('trained')\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    last, _ = spawned_with_one_worker(tmp_path, script)
     assert "no model to collect (save it with model.save(output_path('model.keras'))" in last
 
 
@@ -285,20 +275,10 @@ def test_a_saved_model_directory_under_the_output_dir_is_the_model(tmp_path):
         "os.makedirs(os.path.join(folder, 'variables'), exist_ok=True)\n"
         "open(os.path.join(folder, 'saved_model.pb'), 'wb').close()\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", "--no-preflight", str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    last, stdout = spawned_with_one_worker(tmp_path, script, "--no-preflight")
     assert re.search(r"; model: \S+/model/keras-model$", last), last
     model = last.split("; model: ")[1]
-    assert f"next: nnsql export duckdb --model {model} --db scores.duckdb --name mymodel" in done.stdout
+    assert f"next: nnsql export duckdb --model {model} --db scores.duckdb --name mymodel" in stdout
 
 
 def test_worker_ports_are_outside_the_range_outgoing_connections_take():
@@ -314,3 +294,20 @@ def test_worker_ports_are_outside_the_range_outgoing_connections_take():
     for port in ports:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", port))
+
+
+def spawned_with_one_worker(folder: Path, script: Path, *options: str) -> tuple[str, str]:
+    """`nnsql.train.spawn -w 1 SCRIPT` run from `folder`, as a user runs it: its 'succeeded in' line
+    and its standard output."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", *options, str(script)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (last,) = [line for line in (done.stdout + done.stderr).splitlines() if "succeeded in" in line]
+    return last, done.stdout
