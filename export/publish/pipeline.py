@@ -353,12 +353,12 @@ ANSWER_MINIMUM = 4
 
 
 def answer_rows(scored: budget.Outcome, seconds: float, functions: int) -> int:
-    """How many rows the answers are checked on: as many as `seconds` allow at the cost of a row that
-    scoring measured, once per function, between ANSWER_MINIMUM and ANSWER_ROWS, and never more rows
-    than were scored."""
+    """How many rows the answers are checked on: no more than `seconds` allow at the cost of a row that
+    scoring measured, once per function, nor than cost what scoring cost (a third of its rows for three
+    functions), between ANSWER_MINIMUM and ANSWER_ROWS, and never more rows than were scored."""
     per_row = scored.seconds / max(scored.rows, 1)
     affordable = int(seconds / (per_row * functions)) if per_row > 0 else ANSWER_ROWS
-    return min(ANSWER_ROWS, scored.rows, max(ANSWER_MINIMUM, affordable))
+    return min(ANSWER_ROWS, scored.rows, max(ANSWER_MINIMUM, min(affordable, scored.rows // functions)))
 
 
 def spread(rows: int, most: int) -> np.ndarray:

@@ -150,5 +150,7 @@ def test_the_answers_are_checked_on_the_rows_their_share_of_the_budget_affords()
     assert answer_rows(slow, 10.0, 3) == ANSWER_MINIMUM  # 10 s / (0.84 s × 3) = 3.97 rows
     fast = Outcome(rows=1000, available=1000, seconds=2.0, budget=Budget(10.0))
     assert answer_rows(fast, 10.0, 3) == ANSWER_ROWS
+    hundred = Outcome(rows=100, available=100, seconds=0.1, budget=Budget(10.0))
+    assert answer_rows(hundred, 10.0, 3) == 33  # no dearer than scoring was
     few = Outcome(rows=3, available=3, seconds=0.0, budget=Budget(10.0))
     assert answer_rows(few, 10.0, 3) == 3
