@@ -26,7 +26,7 @@ SELECT r.oid FROM pg_roles r
     OR (r.rolname = 'pg_database_owner'
         AND (SELECT d.rolsuper OR d.rolname = current_user OR d.rolname = ANY(%(owners)s::text[])
                FROM pg_database db JOIN pg_roles d ON d.oid = db.datdba
-              WHERE db.datname = current_database()))
+              WHERE db.datname = pg_catalog.current_database()))
 """
 
 # Every object of the schemas with its owner; the schemas first.
@@ -46,7 +46,7 @@ objects AS (
     SELECT 4, 'operator', o.oid::regoperator::text, o.oprowner
       FROM pg_operator o JOIN s ON o.oprnamespace = s.oid
 )
-SELECT o.kind, o.name, pg_get_userbyid(o.owner) FROM objects o
+SELECT o.kind, o.name, pg_catalog.pg_get_userbyid(o.owner) FROM objects o
  WHERE (o.rank = 0 OR %(whole)s) AND o.owner NOT IN ("""
     + TRUSTED
     + """)

@@ -28,6 +28,7 @@ from nnsql.export.publish.pipeline import VersionRecord
 from nnsql.export.publish.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
+SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"
 
 
 def raised_in(error: psycopg.Error) -> str:
@@ -83,8 +84,19 @@ def connect(dsn: str) -> psycopg.Connection:
         if "authentication failed" in message or "no password supplied" in message:
             raise ExportError(f"PostgreSQL authentication failed for {where}: {PASSWORD_ADVICE}") from None
         raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
+    pin_search_path(connection)
     cancel_on_disconnect(connection)
     return connection
+
+
+def pin_search_path(connection: psycopg.Connection) -> None:
+    """Before any other statement: only pg_catalog (and this session's temporary tables, last) on the
+    path. The default path starts with the schema named after the role and `public`, where any role with
+    CREATE may put a function or operator whose argument types match a call more exactly than
+    pg_catalog's, after an implicit cast: `pg_advisory_xact_lock(integer)` would win over pg_catalog's
+    `(bigint)` and run as the exporting role. pg_temp is never searched for functions or operators."""
+    connection.execute(SEARCH_PATH)
+    connection.commit()
 
 
 def cancel_on_disconnect(connection: psycopg.Connection) -> None:
@@ -109,7 +121,8 @@ INSERT_POINTS = """
 INSERT INTO nnsql.cube_tensors (model, version, tensor, chunk, shift, norms, points)
 SELECT %(model)s, %(version)s, %(tensor)s, %(chunk)s, %(shift)s, %(norms)s,
        ARRAY(SELECT {}(v[u * %(n)s + c * %(chunk)s + 1:u * %(n)s + least((c + 1) * %(chunk)s, %(n)s)])
-               FROM generate_series(0, %(units)s - 1) AS u, generate_series(0, %(chunks)s - 1) AS c
+               FROM pg_catalog.generate_series(0, %(units)s - 1) AS u,
+                    pg_catalog.generate_series(0, %(chunks)s - 1) AS c
               ORDER BY u, c)
   FROM (SELECT %(vectors)s::float8[] AS v) AS t
 """
@@ -144,7 +157,9 @@ class PostgresStore(RegistryStore):
             with self.con.transaction():
                 # One export at a time per database, before any DDL: the registry, the shared library
                 # functions and the schemas are created or replaced by every export.
-                self.con.execute("SELECT pg_advisory_xact_lock(hashtext('nnsql:export'))")
+                self.con.execute(
+                    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('nnsql:export'))"
+                )
                 self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())

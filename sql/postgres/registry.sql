@@ -5,7 +5,7 @@ CREATE SCHEMA IF NOT EXISTS nnsql;
 CREATE TABLE IF NOT EXISTS nnsql.models (
     name                     text        NOT NULL,
     version                  integer     NOT NULL,
-    created                  timestamptz NOT NULL DEFAULT now(),
+    created                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     active                   boolean     NOT NULL,
     sha256                   text        NOT NULL,  -- digest of the IR: structure and weights
     input_spec               jsonb       NOT NULL,  -- [{name, shape, dtype}]
