@@ -8,7 +8,8 @@ every object in it (tables, functions, types, operators) must be owned by a trus
 role, a superuser (who could change anything anyway), the database owner when the schema is
 `pg_database_owner`'s (PostgreSQL 15's `public`) and that owner is trusted, or a role named with
 `--registry-owner`. Triggers, rules and row security policies are never adopted: the exporter creates
-none, so any on a table of these schemas is refused, whoever made it.
+none, so any on a table of these schemas is refused, whoever made it. An extension the exporter builds on
+(cube) must be owned by a trusted role too: its owner may drop it with CASCADE.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ SELECT 'row security policy', polname::text, polrelid::regclass::text FROM pg_po
 LIMIT 1
 """
 
+# The extension's owner, unless trusted: it may drop the extension, and with CASCADE every column and
+# function of other roles that uses its types.
+EXTENSION = (
+    """
+SELECT pg_catalog.pg_get_userbyid(e.extowner) FROM pg_extension e
+ WHERE e.extname = %(extension)s AND e.extowner NOT IN ("""
+    + TRUSTED
+    + """)
+"""
+)
+
 OWNER_ADVICE = "drop it (a DBA), or pass --registry-owner {owner} if you trust that role"
 
 
@@ -85,10 +97,8 @@ def check_schemas(
     row = con.execute(OWNED, parameters).fetchone()
     if row is not None:
         kind, name, owner = row
-        me = con.execute("SELECT current_user").fetchone()
-        exporter = me[0] if me else "?"
         raise ExportError(
-            f"{kind} {name} is owned by role '{owner}', not by '{exporter}' (the exporting role) or a "
+            f"{kind} {name} is owned by role '{owner}', not by '{exporter(con)}' (the exporting role) or a "
             f"superuser: its owner could change what scoring runs; refusing to use it: "
             + OWNER_ADVICE.format(owner=owner)
         )
@@ -99,3 +109,21 @@ def check_schemas(
             f"table {table} has a {kind} '{name}', which would run inside the export; the exporter "
             "creates none and adopts none: refusing (a DBA should drop it)"
         )
+
+
+def check_extension(con: psycopg.Connection, extension: str, owners: Sequence[str]) -> None:
+    """Raise ExportError (one line, naming the owner) unless `extension` is owned by a trusted role, as
+    the schemas are: whoever owns it may drop it with CASCADE, removing what the export built on it."""
+    row = con.execute(EXTENSION, {"extension": extension, "owners": list(owners)}).fetchone()
+    if row is not None:
+        raise ExportError(
+            f"extension {extension} is owned by role '{row[0]}', not by '{exporter(con)}' (the exporting "
+            "role) or a superuser: its owner could drop it, and with it every column and function that "
+            "uses it; refusing to use it: " + OWNER_ADVICE.format(owner=row[0])
+        )
+
+
+def exporter(con: psycopg.Connection) -> str:
+    """The connected (exporting) role."""
+    row = con.execute("SELECT current_user").fetchone()
+    return str(row[0]) if row else "?"

@@ -23,7 +23,7 @@ from nnsql.export.ir import graph as ir
 from nnsql.export.postgres import kernels
 from nnsql.export.postgres.cube import CubeGenerator
 from nnsql.export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
-from nnsql.export.postgres.ownership import check_schemas
+from nnsql.export.postgres.ownership import check_extension, check_schemas
 from nnsql.export.publish.pipeline import VersionRecord
 from nnsql.export.publish.store import RegistryStore
 
@@ -216,6 +216,7 @@ class PostgresStore(RegistryStore):
         if self.kernel != "cube":
             return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
         schema_name = kernels.cube_schema(self.con)
+        check_extension(self.con, "cube", self.registry_owners)
         check_schemas(self.con, [schema_name], self.registry_owners, whole=schema_name == "nnsql")
         schema = sql.Identifier(schema_name).as_string(self.con)
         self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
