@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from nnsql.export.duckdb.generator import TEMPLATES, DuckDBGenerator
+from nnsql.export.duckdb.trust import check_file
 from nnsql.export.errors import ExportError, ScoringFailure, first_line
 from nnsql.export.ir import graph as ir
 from nnsql.export.publish.store import RegistryStore
@@ -98,6 +99,7 @@ class DuckDBStore(RegistryStore):
     def session(self) -> Iterator[None]:
         self.con.execute("BEGIN TRANSACTION")
         try:
+            check_file(self.con, self.path)
             self.con.execute((TEMPLATES / "registry.sql").read_text())
             yield
         except BaseException:

@@ -1,0 +1,57 @@
+"""What a DuckDB file must not hold before nnsql exports into it.
+
+The generated macros call DuckDB's built-in functions and operators by their bare names (`exp`,
+`list_dot_product`, `+`), and DuckDB looks a bare name up in the file's schemas before its own
+catalog: a macro `main.list_dot_product` (or even `main."+"`) that whoever prepared the file left there
+would run instead of the built-in inside every scoring query, exact on every row but the ones it was
+written for, so parity would pass. A file holding a macro or function with a built-in's name, in any
+schema, is therefore refused, except the macros an export itself creates in a model's schema (one is
+named `version`). The registry must be tables: a view named `nnsql.models` would be read and written
+through whatever query it runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from nnsql.export.errors import ExportError
+
+# The macros the exporter creates in a model's schema (sql/duckdb/model.sql.j2); called qualified.
+OWN_MACROS = ("params", "predict", "predict_proba", "predict_logits", "score", "label", "labels")
+OWN_MACROS += ("classes", "version")
+
+SHADOWING = """
+SELECT f.schema_name, f.function_name FROM duckdb_functions() f
+ WHERE f.database_name = current_database() AND NOT f.internal
+   AND f.function_name IN (SELECT s.function_name FROM duckdb_functions() s WHERE s.database_name = 'system')
+   AND NOT (f.schema_name <> 'main' AND list_contains(?, f.function_name))
+ ORDER BY f.schema_name, f.function_name
+ LIMIT 1
+"""
+
+REGISTRY_VIEWS = """
+SELECT view_name FROM duckdb_views()
+ WHERE database_name = current_database() AND schema_name = 'nnsql' AND view_name IN ('models', 'tensors')
+ ORDER BY view_name
+ LIMIT 1
+"""
+
+
+def check_file(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise ExportError (one line) if the open file shadows a built-in or holds a registry view."""
+    row = con.execute(SHADOWING, [list(OWN_MACROS)]).fetchone()
+    if row is not None:
+        schema, name = row
+        raise ExportError(
+            f"{path.name}: macro {schema}.{name} has the name of a DuckDB built-in, which the generated "
+            "macros call: it would run instead of the built-in in every scoring query; refusing to export "
+            f'into this file (drop it: DROP MACRO {schema}."{name}", or use another file)'
+        )
+    row = con.execute(REGISTRY_VIEWS).fetchone()
+    if row is not None:
+        raise ExportError(
+            f"{path.name}: nnsql.{row[0]} is a view, not a table: the registry of versions must be "
+            f"tables; refusing to use it (drop it: DROP VIEW nnsql.{row[0]}, or use another file)"
+        )
