@@ -19,8 +19,10 @@ import duckdb
 from nnsql.export.errors import ExportError
 
 # The macros the exporter creates in a model's schema (sql/duckdb/model.sql.j2); called qualified.
-OWN_MACROS = ("params", "predict", "predict_proba", "predict_logits", "score", "label", "labels")
-OWN_MACROS += ("classes", "version")
+OWN_MACROS = [
+    *("params", "predict", "predict_proba", "predict_logits"),
+    *("score", "label", "labels", "classes", "version"),
+]
 
 SHADOWING = """
 SELECT f.schema_name, f.function_name FROM duckdb_functions() f
@@ -41,7 +43,7 @@ SELECT view_name FROM duckdb_views()
 
 def check_file(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Raise ExportError (one line) if the open file shadows a built-in or holds a registry view."""
-    row = con.execute(SHADOWING, [list(OWN_MACROS)]).fetchone()
+    row = con.execute(SHADOWING, [OWN_MACROS]).fetchone()
     if row is not None:
         schema, name = row
         raise ExportError(
