@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from nnsql.export.errors import ExportError
 from nnsql.export.frontend.model import check_labels
@@ -27,8 +28,49 @@ from nnsql.export.target import Capabilities
 AnyStore = TypeVar("AnyStore", bound=Store)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage is in --help), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An option's type: an integer of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def finite_number(*, above: float | None = None, minimum: float | None = None) -> Callable[[str], float]:
+    """An option's type: a finite float, more than `above` or at least `minimum`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"must be more than {above:g}, got {value:g}")
+        if minimum is not None and not value >= minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {value:g}")
+        return value
+
+    return parse
+
+
 def parser(target: str, description: str, example: str, next_step: str) -> argparse.ArgumentParser:
-    result = argparse.ArgumentParser(
+    result = OneLineParser(
         prog=f"nnsql export {target}",
         description=description,
         epilog=f"example:\n  {example}\nnext step:\n  {next_step}",
@@ -47,14 +89,14 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
     )
     result.add_argument(
         "--sample-rows",
-        type=int,
+        type=whole_number(1),
         default=1000,
         help="sample rows to verify parity on (default 1000); fewer where scoring them would take longer "
         f"than --parity-seconds, never fewer than {budget.MINIMUM_ROWS}",
     )
     result.add_argument(
         "--parity-seconds",
-        type=float,
+        type=finite_number(above=0),
         default=budget.DEFAULT_SECONDS,
         help="time budget of the parity check (default %(default)g): a first batch of rows is timed and the "
         "rest sized to it",
@@ -68,7 +110,7 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
     )
     result.add_argument(
         "--tolerance",
-        type=float,
+        type=finite_number(minimum=0),
         default=parity.DEFAULT_TOLERANCE,
         help="max |p_db - p_tf| accepted (default 1e-5, float32 parity)",
     )
@@ -95,14 +137,14 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
     )
     model_file.add_argument(
         "--max-parameters",
-        type=int,
+        type=whole_number(1),
         default=DEFAULT_MAX_PARAMETERS,
         metavar="N",
         help=f"refuse a model that declares or stores more weights (default {DEFAULT_MAX_PARAMETERS:,})",
     )
     model_file.add_argument(
         "--max-activations",
-        type=int,
+        type=whole_number(1),
         default=DEFAULT_MAX_ACTIVATIONS,
         metavar="N",
         help="refuse a model with a layer that outputs more values per row "

@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         "--script-only", type=Path, metavar="DIR", help="write SQL*Plus scripts to DIR instead"
     )
     parser.add_argument(
-        "--script-version", type=int, default=1, help="version number for --script-only (default 1)"
+        "--script-version",
+        type=cli.whole_number(1),
+        default=1,
+        help="version number for --script-only (default 1)",
     )
     parser.add_argument(
         "--engine",
