@@ -13,6 +13,7 @@ naming the layer, unless the user passes --trust-model-code.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Iterator
@@ -139,9 +140,25 @@ def what_is_wrong(obj: dict[str, Any], library: Any, library_name: str) -> str:
         return builtin_function(obj.get("config"), library)
     if class_name in ("TFOpLambda", "SlicingOpLambda") and library_name == "tf_keras":
         return pure_tf_function(obj.get("config"))
+    if library_name == "keras" and isinstance(module, str) and missing_ops_module(module):
+        return (
+            f"class {class_name!r} names module {module!r}, which Keras {library.__version__} does not "
+            "have (the file was written by another Keras version, or not by Keras)"
+        )
     if class_name in MODEL_CLASSES or builtin_class(class_name, module, library, library_name):
         return ""
     return f"{class_name!r} is not a built-in Keras class (a custom object, whose code loading runs)"
+
+
+def missing_ops_module(module: str) -> bool:
+    """A Keras 3 ops module that the configuration names and this Keras does not have: a file problem,
+    which importing it would report as a missing installation of Keras."""
+    if not KERAS_OPS_MODULE.fullmatch(module):
+        return False
+    try:
+        return importlib.util.find_spec(module) is None
+    except ImportError:
+        return True
 
 
 def builtin_class(class_name: str, module: Any, library: Any, library_name: str) -> bool:
