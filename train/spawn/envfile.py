@@ -3,12 +3,14 @@ after a value, escapes in double quotes), as Docker Compose and most tools read 
 taken literally (no `${VAR}` expansion from this machine's environment).
 
 A line dotenv cannot parse, a name without a value, and a name spawn sets itself (NNSQL_OUTPUT_DIR,
-TF_CONFIG, ...: manifests.RESERVED_ENV) are refused with one line naming the file and line.
+TF_CONFIG, ...: manifests.RESERVED_ENV) are refused with one line naming the file and line, and the
+variable when the line starts with a name: never its value, which may be a secret.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from nnsql.train.spawn.manifests import RESERVED_ENV
@@ -22,7 +24,7 @@ def read(path: Path) -> dict[str, str]:
     for binding in parse_stream(io.StringIO(path.read_text())):
         line = binding.original.line
         if binding.error:
-            raise ValueError(f"{path}:{line}: expected NAME=value, got {binding.original.string.strip()!r}")
+            raise ValueError(f"{path}:{line}: expected NAME=value{unparsed(binding.original.string)}")
         if binding.key is None:  # a comment or a blank line
             continue
         if binding.value is None:
@@ -32,3 +34,12 @@ def read(path: Path) -> dict[str, str]:
             raise ValueError(f"{path}:{line}: {binding.key} is set by spawn and cannot be overridden{hint}")
         values[binding.key] = binding.value
     return values
+
+
+def unparsed(text: str) -> str:
+    """What a line dotenv cannot parse sets, by name only (an unterminated quote would otherwise show
+    the secret that follows it)."""
+    name = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=", text)
+    if name is None:
+        return " (the line is not shown: it may hold a secret)"
+    return f" in the line that sets {name[1]} (its value is not shown)"
