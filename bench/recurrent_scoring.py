@@ -61,13 +61,14 @@ def postgres_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray) -
     server = start_server()
     try:
         store = PostgresStore(server.dsn(), progress=False)
-        store.con.execute("CREATE TABLE events (id integer, gru_input float8[], hlf_input float8[])")
+        # qualified: the store's session has only pg_catalog on its search_path
+        store.con.execute("CREATE TABLE public.events (id integer, gru_input float8[], hlf_input float8[])")
         for row, (p, h) in enumerate(zip(particles, hlf, strict=True)):
-            store.con.execute("INSERT INTO events VALUES (%s, %s, %s)", [row, p.ravel().tolist(), h.tolist()])
+            values = [row, p.ravel().tolist(), h.tolist()]
+            store.con.execute("INSERT INTO public.events VALUES (%s, %s, %s)", values)
         store.con.commit()
-        seconds = time_postgres_paths(
-            store, model_path, "ic", lambda name: f"SELECT id, {name}.score(gru_input, hlf_input) FROM events"
-        )
+        query = "SELECT id, {}.score(gru_input, hlf_input) FROM public.events"
+        seconds = time_postgres_paths(store, model_path, "ic", query.format)
         store.close()
         return seconds
     finally:
