@@ -5,9 +5,10 @@ The generated macros call DuckDB's built-in functions and operators by their bar
 catalog: a macro `main.list_dot_product` (or even `main."+"`) that whoever prepared the file left there
 would run instead of the built-in inside every scoring query, exact on every row but the ones it was
 written for, so parity would pass. A file holding a macro or function with a built-in's name, in any
-schema, is therefore refused, except the macros an export itself creates in a model's schema (one is
-named `version`). The registry must be tables: a view named `nnsql.models` would be read and written
-through whatever query it runs.
+schema and any letter case (names are case-insensitive: `main."EXP"` shadows `exp`), is therefore
+refused, except the macros an export itself creates in a model's schema (one is named `version`). The
+registry must be tables: a view named `nnsql.models` would be read and written through whatever query
+it runs.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ OWN_MACROS = [
 SHADOWING = """
 SELECT f.schema_name, f.function_name FROM duckdb_functions() f
  WHERE f.database_name = current_database() AND NOT f.internal
-   AND f.function_name IN (SELECT s.function_name FROM duckdb_functions() s WHERE s.database_name = 'system')
-   AND NOT (f.schema_name <> 'main' AND list_contains(?, f.function_name))
+   AND lower(f.function_name) IN (SELECT lower(s.function_name) FROM duckdb_functions() s
+                                   WHERE s.database_name = 'system')
+   AND NOT (f.schema_name <> 'main' AND list_contains(?, lower(f.function_name)))
  ORDER BY f.schema_name, f.function_name
  LIMIT 1
 """

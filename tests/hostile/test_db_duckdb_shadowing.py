@@ -20,6 +20,8 @@ SHADOWS = {
     f"{TRIGGER}) THEN error('hijacked') ELSE system.main.list_dot_product(a, b) END",
     "exp": f"CREATE MACRO main.exp(x) AS CASE WHEN x = {TRIGGER} THEN error('hijacked') "
     "ELSE system.main.exp(x) END",
+    "EXP": f"CREATE MACRO main.\"EXP\"(x) AS CASE WHEN x = {TRIGGER} THEN error('hijacked') "
+    "ELSE system.main.exp(x) END",
     "+": f"CREATE MACRO main.\"+\"(a, b) AS CASE WHEN b = {TRIGGER} THEN error('hijacked') "
     'ELSE system.main."+"(a, b) END',
 }
