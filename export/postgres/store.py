@@ -29,6 +29,7 @@ from nnsql.export.publish.store import RegistryStore
 
 PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
 SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"
+SEARCH_PATH_IN_TRANSACTION = "SET LOCAL search_path = pg_catalog, pg_temp"
 
 
 def raised_in(error: psycopg.Error) -> str:
@@ -155,6 +156,9 @@ class PostgresStore(RegistryStore):
     def session(self) -> Iterator[None]:
         try:
             with self.con.transaction():
+                # Pinned again for the transaction: a transaction-pooling proxy may run it on another
+                # server session than the one pinned on connecting.
+                self.con.execute(SEARCH_PATH_IN_TRANSACTION)
                 # One export at a time per database, before any DDL: the registry, the shared library
                 # functions and the schemas are created or replaced by every export.
                 self.con.execute(
