@@ -179,8 +179,14 @@ TEXT_FAULTS: dict[str, dict[str, Rewrites]] = {
 TEXT_FAULTS["cube"] = TEXT_FAULTS["plpgsql"]
 
 
+# The control: the same injection with no fault (the generated code rewritten as it was generated).
+CONTROL = "none"
+
+
 def faulty_code(kind: str, fault: str, text: str) -> str:
-    """The generated code of `kind` with the code fault's rewrites."""
+    """The generated code of `kind` with the code fault's rewrites (as it was for CONTROL)."""
+    if fault == CONTROL:
+        return text
     for pattern, replacement in TEXT_FAULTS[kind][fault]:
         text = rewrite(text, pattern, replacement, f"{fault} on {kind}")
     return text
@@ -260,6 +266,7 @@ ONNX_FAULTS = {
     "relu_capped_at_50": capped_relu,
     "loop_one_step_short": loop_one_step_short,
     "mask_one_step_late": mask_one_step_late,
+    CONTROL: lambda model: None,
 }
 
 

@@ -61,7 +61,7 @@ def faulty_store(store_class: type, fault: str, graph):
     class Faulty(store_class):
         def stage(self, name, version, staged) -> None:
             super().stage(name, version, graph if graph is not None else staged)
-            if fault in mutations.CODE_FAULTS:
+            if fault in mutations.CODE_FAULTS or fault == mutations.CONTROL:
                 self.rewrite(name, version, staged)
 
         def rewrite(self, name, version, staged) -> None:
@@ -260,42 +260,6 @@ def assert_answers_as_keras(target: Target, model: keras.Model) -> None:
     assert np.abs(actual - expected).max() <= (TOLERANCE * np.maximum(1.0, np.abs(expected))).max()
 
 
-@pytest.mark.parametrize("fault", list(mutations.FAULTS))
-@pytest.mark.parametrize("kind", TARGETS)
-def test_a_fault_in_the_artefact_is_refused_and_the_previous_version_keeps_scoring(
-    kind, fault, saved, published, monkeypatch, request
-):
-    model_name = mutations.FAULTS[fault]
-    if (kind, fault) in mutations.SURVIVORS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=mutations.SURVIVORS[kind, fault]))
-    target = published(kind, model_name, saved[model_name])
-    model = keras.saving.load_model(saved[model_name])
-    faulty_path = saved.get(fault)
-    refused = mutations.Refused if kind == "oracle" else ExportError
-    with pytest.raises(refused) as raised:
-        target.export_faulty(saved[model_name], fault, faulty_path, monkeypatch)
-    message = str(raised.value)
-    assert "\n" not in message
-    if kind != "oracle":  # refused by the comparison with Keras, not by generated code that fails to run
-        assert "disagrees with TensorFlow" in message, message
-    assert target.active_version() == 1
-    assert_answers_as_keras(target, model)
-    if kind == "oracle+onnx":
-        assert not (target.directory / "v2").exists()  # nothing written
-
-
-@pytest.mark.parametrize("fault", list(mutations.WEIGHT_FAULTS))
-def test_each_weight_fault_moves_keras_s_probabilities_beyond_the_tolerance(fault, saved):
-    """A refused weight fault is one Keras itself tells apart: on ordinary rows, the model with the fault
-    moves the probabilities by more than twice the tolerance."""
-    model = keras.saving.load_model(saved[mutations.WEIGHT_FAULTS[fault][0]])
-    faulty = keras.saving.load_model(saved[fault])
-    x = np.random.default_rng(6).random((200, *model.inputs[0].shape[1:]), dtype=np.float32)
-    units = int(model.outputs[0].shape[-1])
-    moved = joined(faulty.predict(x, verbose=0))[:, :units] - joined(model.predict(x, verbose=0))[:, :units]
-    assert np.abs(moved).max() > 2 * TOLERANCE
-
-
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -328,3 +292,58 @@ def test_inputs_up_to_float32_s_range_never_abort_a_query(kind, model_name, save
     probabilities = actual[:, :units]
     finite = probabilities[~np.isnan(probabilities)]
     assert ((finite >= 0) & (finite <= 1)).all()
+
+
+@pytest.mark.parametrize("fault", list(mutations.FAULTS))
+@pytest.mark.parametrize("kind", TARGETS)
+def test_a_fault_in_the_artefact_is_refused_and_the_previous_version_keeps_scoring(
+    kind, fault, saved, published, monkeypatch, request
+):
+    model_name = mutations.FAULTS[fault]
+    if (kind, fault) in mutations.SURVIVORS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=mutations.SURVIVORS[kind, fault]))
+    target = published(kind, model_name, saved[model_name])
+    model = keras.saving.load_model(saved[model_name])
+    faulty_path = saved.get(fault)
+    refused = mutations.Refused if kind == "oracle" else ExportError
+    with pytest.raises(refused) as raised:
+        target.export_faulty(saved[model_name], fault, faulty_path, monkeypatch)
+    message = str(raised.value)
+    assert "\n" not in message
+    if kind != "oracle":  # refused by the comparison with Keras, not by generated code that fails to run
+        assert "disagrees with TensorFlow" in message, message
+    assert target.active_version() == 1
+    assert_answers_as_keras(target, model)
+    if kind == "oracle":  # version 2's script raises before it switches
+        script = (target.directory / "v2" / "04_verify_and_switch_v2.sql").read_text()
+        assert script.index("version not published") < script.index(f"PACKAGE BODY {NAME} AS")
+    if kind == "oracle+onnx":
+        assert not (target.directory / "v2").exists()  # nothing written
+
+
+@pytest.mark.parametrize("kind", TARGETS)
+def test_the_injection_without_a_fault_publishes(kind, saved, tmp_path, monkeypatch, request):
+    """The control: the same injection rewriting the generated code as it was generated publishes version
+    2, so what the matrix sees refused is the fault, not the injection."""
+    dsn = request.getfixturevalue("postgres_dsn") if kind.startswith("postgres") else ""
+    target = Target(kind, tmp_path, dsn)
+    target.publish(saved["recurrent"])
+    target.export_faulty(saved["recurrent"], mutations.CONTROL, None, monkeypatch)
+    if kind == "oracle":
+        assert mutations.verify_offline(tmp_path / "v2", 2) == 20  # every row of the script checked
+    elif kind == "oracle+onnx":
+        assert (tmp_path / "v2" / f"{NAME}.onnx").exists()
+    else:
+        assert target.active_version() == 2
+
+
+@pytest.mark.parametrize("fault", list(mutations.WEIGHT_FAULTS))
+def test_each_weight_fault_moves_keras_s_probabilities_beyond_the_tolerance(fault, saved):
+    """A refused weight fault is one Keras itself tells apart: on ordinary rows, the model with the fault
+    moves the probabilities by more than twice the tolerance."""
+    model = keras.saving.load_model(saved[mutations.WEIGHT_FAULTS[fault][0]])
+    faulty = keras.saving.load_model(saved[fault])
+    x = np.random.default_rng(6).random((200, *model.inputs[0].shape[1:]), dtype=np.float32)
+    units = int(model.outputs[0].shape[-1])
+    moved = joined(faulty.predict(x, verbose=0))[:, :units] - joined(model.predict(x, verbose=0))[:, :units]
+    assert np.abs(moved).max() > 2 * TOLERANCE
