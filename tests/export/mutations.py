@@ -27,15 +27,19 @@ def dense() -> keras.Model:
 
 
 def two_heads() -> keras.Model:
-    """A softmax class head beside an energy regression head of 2e4 to 6e4 on the ordinary rows."""
+    """A softmax class head beside an energy regression head spanning 2e4 to 6e4 on uniform rows."""
     features = keras.Input((8,), name="features")
     trunk = keras.layers.Dense(16, activation="relu", name="trunk")(features)
     classes = keras.layers.Dense(3, activation="softmax", name="classes")(trunk)
     energy = keras.layers.Dense(1, name="energy")(trunk)
     model = models._seeded(keras.Model(features, [classes, energy]), 42)
-    layer = model.get_layer("energy")
-    kernel = np.random.default_rng(43).uniform(500.0, 2500.0, (16, 1)).astype(np.float32)
-    layer.set_weights([kernel, np.array([4e4 - 8e3], dtype=np.float32)])
+    rows = np.random.default_rng(0).random((200, 8), dtype=np.float32)
+    hidden = keras.Model(features, trunk).predict(rows, verbose=0)
+    direction = np.random.default_rng(43).uniform(0.5, 1.5, (16, 1))
+    reach = hidden @ direction
+    scale = 4e4 / (reach.max() - reach.min())  # the span of the energy on these rows
+    kernel, bias = direction * scale, 2e4 - reach.min() * scale
+    model.get_layer("energy").set_weights([kernel.astype(np.float32), np.array([bias], dtype=np.float32)])
     return model
 
 
@@ -59,10 +63,10 @@ def saved(name: str, directory: Path) -> Path:
 # A weight fault changes one weight of the Keras model the artefact is generated from (kernel or bias,
 # Keras's layout); the gate still compares with the true model. A code fault rewrites the generated code.
 WEIGHT_FAULTS = {
-    # a weight of the output layer, from the hidden unit most active on ordinary rows (unit 0 of the
-    # seeded model, checked by the test) to the class nearest p = 0.5: its 1e-4 moves Keras's output
-    # by several times the tolerance
-    "weight_1e-4": ("dense", "classes", 0, (0, 1), 1e-4),
+    # (model, layer, 0 kernel or 1 bias, index, by how much)
+    # the output layer's weight from hidden unit 12 to class 3: its 1e-4 moves Keras's probabilities by
+    # up to 3.9e-5 on uniform rows (test_mutations checks it is more than twice the tolerance)
+    "weight_1e-4": ("dense", "classes", 0, (12, 3), 1e-4),
     # one class logit of the two-head model, beside the energy head of 2e4..6e4
     "logit_0.5": ("two_heads", "classes", 1, (0,), 0.5),
 }
@@ -99,8 +103,6 @@ def with_faulty_weights(source: Path, fault: str, directory: Path) -> Path:
 
 def rewrite(text: str, pattern: str, replacement: str, what: str) -> str:
     """`text` with the one match of `pattern` replaced; the generated code must hold exactly one."""
-    import re
-
     changed, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
     if count != 1:
         raise AssertionError(f"{what}: {count} matches of {pattern!r} in the generated code, not one")
@@ -354,15 +356,18 @@ def verify_offline(directory: Path, version: int) -> int:
 
 # (target, fault) → why the gate lets it through today; each is marked xfail(strict) in the matrix
 GATE_WEAKNESS = (
-    "gate weakness: each row's bound is scaled by its largest output, the energy head's 2e4..6e4, so a "
-    "class probability off by {} passes"
+    "gate weakness: a row's bound scales with its largest output (the energy head's 2e4..6e4) and ties "
+    "widen to twice it, so class probabilities off by up to 0.12 publish"
 )
 SURVIVORS: dict[tuple[str, str], str] = {
-    ("duckdb", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("postgres", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("postgres+cube", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("postgres+plpython", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("onnx", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("oracle", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
-    ("oracle+onnx", "logit_0.5"): GATE_WEAKNESS.format("0.11"),
+    (target, "logit_0.5"): GATE_WEAKNESS
+    for target in (
+        "duckdb",
+        "postgres",
+        "postgres+cube",
+        "postgres+plpython",
+        "onnx",
+        "oracle",
+        "oracle+onnx",
+    )
 }
