@@ -7,7 +7,11 @@ regression head, a ReLU that saturates at 50, a time-step loop one step short, a
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import keras
@@ -328,30 +332,89 @@ class Refused(Exception):
     """What the verify-and-switch script raises (ORA-20010): the version is not switched to."""
 
 
+@dataclass
+class Check:
+    """One check_row of a script: the row's arguments, what it is compared with, within what, and the
+    conditions of its check_answer lines."""
+
+    inputs: list[np.ndarray]
+    expected: np.ndarray
+    allowed: float
+    answers: list[str] = field(default_factory=list)
+
+
+def script_checks(text: str) -> list[Check]:
+    """The checks of a verify script (rows_block's lines), in order."""
+    arrays: dict[str, list[float]] = {}
+    checks: list[Check] = []
+    for line in text.splitlines():
+        if match := re.fullmatch(r"\s*(x\d+) := UTL_NLA_ARRAY_FLT\(\);", line):
+            arrays[match[1]] = []
+        elif match := re.fullmatch(r"\s*append\((x\d+), UTL_NLA_ARRAY_FLT\((.*)\)\);", line):
+            arrays[match[1]].extend(float(v.strip().rstrip("f")) for v in match[2].split(","))
+        elif match := ROW_LINE.fullmatch(line):
+            inputs = [np.asarray(arrays[x.strip()], dtype=np.float32) for x in match[4].split(",")]
+            checks.append(Check(inputs, doubles(match[5]), double(match[6])))
+        elif match := ANSWER_LINE.fullmatch(line):
+            checks[-1].answers.append(match[3])
+    return checks
+
+
+def judge(checks: list[Check], actual: list, answer: Callable[[int, str], object]) -> int:
+    """check_row and check_answer as the script counts them; Refused where it raises. Returns the rows."""
+    rows_over = sum(
+        gap(scores, check.expected) > check.allowed for scores, check in zip(actual, checks, strict=True)
+    )
+    disagreements = sum(
+        not agrees(condition, partial(answer, row))
+        for row, check in enumerate(checks)
+        for condition in check.answers
+    )
+    if rows_over or disagreements:
+        raise Refused(f"{rows_over} row(s) over tolerance, {disagreements} answers disagree with Keras")
+    return len(checks)
+
+
 def verify_offline(directory: Path, version: int) -> int:
-    """Run 04_verify_and_switch_vN.sql's checks with the package interpreter: every check_row (predict
-    within the row's tolerance) and check_answer, as its PL/SQL counts them; raise Refused where the
-    script raises, before its switch. Returns the rows checked."""
+    """04_verify_and_switch_vN.sql's checks, the package run by the interpreter."""
     from tests.export.plsql_interpreter import load_scripts
 
     package = load_scripts(directory, version)
-    inputs: dict[str, list[float]] = {}
-    rows_over = disagreements = rows = 0
-    for line in (directory / f"04_verify_and_switch_v{version}.sql").read_text().splitlines():
-        if match := re.fullmatch(r"\s*(x\d+) := UTL_NLA_ARRAY_FLT\(\);", line):
-            inputs[match[1]] = []
-        elif match := re.fullmatch(r"\s*append\((x\d+), UTL_NLA_ARRAY_FLT\((.*)\)\);", line):
-            inputs[match[1]].extend(float(v.strip().rstrip("f")) for v in match[2].split(","))
-        elif match := ROW_LINE.fullmatch(line):
-            arrays = [np.asarray(inputs[x.strip()], dtype=np.float32) for x in match[4].split(",")]
-            row: dict[str, object] = dict(zip(package.parameters, arrays, strict=True))
-            rows += 1
-            rows_over += gap(package.run(row), doubles(match[5])) > double(match[6])
-        elif match := ANSWER_LINE.fullmatch(line):
-            disagreements += not agrees(match[3], lambda function, row=row: package.answer(function, row))
-    if rows_over or disagreements:
-        raise Refused(f"{rows_over} row(s) over tolerance, {disagreements} answers disagree with Keras")
-    return rows
+    checks = script_checks((directory / f"04_verify_and_switch_v{version}.sql").read_text())
+    rows: list[dict[str, object]] = [dict(zip(package.parameters, c.inputs, strict=True)) for c in checks]
+    return judge(checks, [package.run(row) for row in rows], lambda i, f: package.answer(f, rows[i]))
+
+
+def verify_onnx_offline(directory: Path, name: str, version: int) -> int:
+    """install_onnx_vN.sql's checks, the file scored by onnxruntime 1.15.1 (Oracle's) on the flat rows;
+    predict_proba is the classification output (PREDICTION_SET's probabilities)."""
+    from tests import onnxruntime115
+
+    checks = script_checks((directory / f"install_onnx_v{version}.sql").read_text())
+    (feature,) = json.loads((directory / f"{name}_metadata.json").read_text())["input"]
+    flat = np.array([np.concatenate([x.ravel() for x in check.inputs]) for check in checks], dtype=np.float32)
+    _, outputs = onnxruntime115.run(directory / f"{name}.onnx", {feature: flat})
+    return judge(checks, list(outputs[0]), lambda row, function: None)
+
+
+def faulty_initializer(path: Path, model: keras.Model, fault: str) -> None:
+    """The weight fault written into the ONNX file: the one initializer value equal to the weight."""
+    import onnx
+
+    _, layer_name, which, index, delta = WEIGHT_FAULTS[fault]
+    value = model.get_layer(layer_name).get_weights()[which][index]
+    graph = onnx.load(str(path))
+    found = [
+        (tensor, array)
+        for tensor in graph.graph.initializer
+        for array in [onnx.numpy_helper.to_array(tensor)]
+        if np.count_nonzero(array == value) == 1
+    ]
+    tensor, array = only(found, f"initializers holding {value}")
+    changed = array.copy()
+    changed[changed == value] += np.float32(delta)
+    tensor.CopyFrom(onnx.numpy_helper.from_array(changed, tensor.name))
+    onnx.save(graph, str(path))
 
 
 # (target, fault) → why the gate lets it through today; each is marked xfail(strict) in the matrix

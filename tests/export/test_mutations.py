@@ -347,3 +347,58 @@ def test_each_weight_fault_moves_keras_s_probabilities_beyond_the_tolerance(faul
     units = int(model.outputs[0].shape[-1])
     moved = joined(faulty.predict(x, verbose=0))[:, :units] - joined(model.predict(x, verbose=0))[:, :units]
     assert np.abs(moved).max() > 2 * TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def ort115():
+    """The onnxruntime 1.15.1 environment Oracle's ONNX route is checked in (tests/onnxruntime115.py)."""
+    from tests import onnxruntime115
+
+    return onnxruntime115.ensure()
+
+
+def oracle_onnx_scripts(path: Path, directory: Path) -> None:
+    """Version 2 of the Oracle ONNX route's file and scripts, exported clean."""
+    from nnsql.export.oracle.__main__ import main as export_oracle
+
+    args = ["--engine", "onnx", "--model", str(path), "--name", NAME, "--quiet", "--sample-rows", "40"]
+    assert export_oracle([*args, "--script-only", str(directory), "--script-version", "2"]) == 0
+
+
+MULTI_OUTPUT_INSTALL = (
+    "install_onnx_vN.sql compares predict_proba (the class probabilities PREDICTION_SET gives) with every "
+    "output joined (the energy head too): another length never agrees, so Oracle refuses every model with "
+    "several outputs"
+)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("fault", [f for f, model in mutations.FAULTS.items() if model != "two_heads"])
+def test_oracle_onnx_install_script_refuses_a_faulty_file(fault, saved, tmp_path, ort115):
+    """The check Oracle runs before it switches: the exported file edited afterwards (the fault as it
+    would reach the database), then install_onnx_v2.sql's rows scored in onnxruntime 1.15.1."""
+    model_name = mutations.FAULTS[fault]
+    oracle_onnx_scripts(saved[model_name], tmp_path)
+    file = tmp_path / f"{NAME}.onnx"
+    if fault in mutations.WEIGHT_FAULTS:
+        mutations.faulty_initializer(file, keras.saving.load_model(saved[model_name]), fault)
+    else:
+        mutations.faulty_onnx_file(file, fault)
+    with pytest.raises(mutations.Refused):
+        mutations.verify_onnx_offline(tmp_path, NAME, 2)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(
+    "model_name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=MULTI_OUTPUT_INSTALL))
+        if name == "two_heads"
+        else name
+        for name in mutations.BUILDERS
+    ],
+)
+def test_oracle_onnx_install_script_passes_a_clean_file(model_name, saved, tmp_path, ort115):
+    """The control: the file as exported passes every check of its install script."""
+    oracle_onnx_scripts(saved[model_name], tmp_path)
+    assert mutations.verify_onnx_offline(tmp_path, NAME, 2) == 20
