@@ -1,8 +1,11 @@
-"""Faults injected into what an export generates, and the small models that expose them.
+"""Faults injected into what an export generates, the small models that expose them, and Oracle's
+verify scripts run offline.
 
 Each model is built with seeded weights (no training). The faults are what a plausible code generator
 bug does to the generated artefact: a weight off by 1e-4, one class logit shifted by 0.5 beside a large
 regression head, a ReLU that saturates at 50, a time-step loop one step short, a mask read one step late.
+A weight fault is generated from a copy of the model with that weight changed; a code fault rewrites the
+generated text (SQL, PL/pgSQL, PL/Python, PL/SQL) or the converted ONNX graph, and must match once.
 """
 
 from __future__ import annotations

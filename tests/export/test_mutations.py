@@ -1,13 +1,16 @@
 """The gate proven by mutation: a subtle fault injected into what an export generates, on every target,
-between staging and verifying, must be refused in one line, and the version published before must keep
-answering as Keras does. Faults and models: tests/export/mutations.py.
+between staging and verifying, must be refused in one line by the comparison with Keras, and the version
+published before must keep answering as Keras does. Faults and models: tests/export/mutations.py.
 
 Injection points: DuckDB and PostgreSQL stage through a subclass of the target's store whose `stage`
-stages the version and then rewrites its generated code in the database (a DuckDB macro re-created, the
-PostgreSQL `predict` function replaced) or stages it from the faulty weights; ONNX and Oracle's ONNX
-route convert through a wrapper of the converter that edits the converted graph; Oracle's PL/SQL route
-has no server here, so its scripts are edited as written and their verify-and-switch checks run by the
-package interpreter (mutations.verify_offline).
+stages the version and then rewrites its generated code in the database (the DuckDB macros re-created,
+the PostgreSQL `predict` function replaced), or stages it from the faulty weights; ONNX and Oracle's ONNX
+route convert through a wrapper of the converter that edits the converted graph or converts the faulty
+weights; Oracle's PL/SQL route has no server here, so its scripts are edited as written and the checks
+of its verify-and-switch script run with the package interpreter (mutations.verify_offline), and the
+ONNX route's install script is checked the same way in onnxruntime 1.15.1 (verify_onnx_offline).
+A control case runs each injection with no fault: it must publish.
+Faults the gate lets through today are in mutations.SURVIVORS, marked xfail(strict).
 """
 
 from __future__ import annotations
@@ -243,21 +246,21 @@ def new_database(server, name: str) -> str:
 
 
 def check_rows(model: keras.Model, rows: int = 12) -> np.ndarray:
-    """Ordinary rows and rows at scale (×100) for the previous version's answers."""
+    """Ordinary rows (uniform in [0, 1), half of the sequences zero-padded) for the previous version's
+    answers: float32 parity is Keras's own on them (rows at scale are held to the float64 reference)."""
     shape = tuple(model.inputs[0].shape[1:])
     x = np.random.default_rng(5).random((rows, *shape), dtype=np.float32)
     if len(shape) == 2:
-        x[::2, shape[0] // 2 :, :] = 0.0  # padded sequences
-    x[-3:] *= 100.0
+        x[::2, shape[0] // 2 :, :] = 0.0
     return x
 
 
 def assert_answers_as_keras(target: Target, model: keras.Model) -> None:
     x = check_rows(model)
     expected = joined(model.predict(x, verbose=0)).astype(np.float64)
-    actual = target.predict(x)
-    # float32 parity: 1e-5, relative to the value where it exceeds 1 (the energy head)
-    assert np.abs(actual - expected).max() <= (TOLERANCE * np.maximum(1.0, np.abs(expected))).max()
+    gaps = np.abs(target.predict(x) - expected)
+    # float32 parity, element by element: 1e-5, relative to the value where it exceeds 1 (the energy)
+    assert (gaps <= TOLERANCE * np.maximum(1.0, np.abs(expected))).all(), gaps.max(axis=0)
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
