@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from nnsql.export.errors import ExportError
 from nnsql.export.frontend.model import check_labels
+from nnsql.export.frontend.model_file import first_line
 from nnsql.export.frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
 from nnsql.export.ir import graph as ir
 from nnsql.export.publish import budget, parity
@@ -195,3 +196,20 @@ def run(main: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing was published", file=sys.stderr)
         return 130
+    except Exception as error:
+        if not interrupted_query(error):
+            raise
+        stopped = f"interrupted: the database stopped the query ({first_line(error)})"
+        print(f"{stopped}; nothing was published", file=sys.stderr)
+        return 130
+
+
+def interrupted_query(error: Exception) -> bool:
+    """A database driver's error for a query stopped by an interrupt (Ctrl-C reaches DuckDB as its
+    InterruptException, PostgreSQL as QueryCanceled), which is no bug of the exporter's."""
+    import duckdb
+    import psycopg
+
+    return isinstance(error, duckdb.InterruptException | psycopg.errors.QueryCanceled) or (
+        isinstance(error, RuntimeError) and "interrupted" in str(error).lower()
+    )

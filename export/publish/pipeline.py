@@ -280,7 +280,9 @@ def score_samples(
         score_rows,
         prepared.samples.rows,
         budget.Budget(
-            seconds=request.parity_seconds if seconds is None else seconds, whole=request.parity_seconds
+            seconds=request.parity_seconds if seconds is None else seconds,
+            whole=request.parity_seconds,
+            estimate=budget.row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
         ),
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,
