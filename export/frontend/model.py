@@ -46,18 +46,20 @@ INTEGER_DTYPES = ("int32", "int64")
 def bounded(
     inputs: tuple[ir.TensorSpec, ...], nodes: list[ir.Node], target: str
 ) -> tuple[ir.TensorSpec, ...]:
-    """Integer inputs with the number of rows of the tables they index. One read by anything but
-    Embedding (its lookup, and its mask's test for 0) is refused: those layers expect real values."""
+    """Inputs as their readers take them. One read only by Embedding (its lookup, and its mask's test for
+    0) holds token ids: whole numbers below the rows of the tables it indexes, whatever dtype it
+    declares (a Keras 2 Sequential with `Embedding(input_length=n)` declares float32). An integer input
+    read by anything else is refused: those layers expect real values."""
     specs = []
     for spec in inputs:
-        if spec.dtype == "int32":
-            readers = [node for node in nodes if spec.name in node.inputs]
-            tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
-            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
-                raise UnsupportedLayer(
-                    f"input '{spec.name}'", target, "an integer input not read by Embedding only"
-                )
-            spec = replace(spec, bound=min(tables))
+        readers = [node for node in nodes if spec.name in node.inputs]
+        tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
+        tokens = bool(tables) and all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers)
+        if spec.dtype == "int32" and not tokens:
+            reason = "an integer input not read by Embedding only"
+            raise UnsupportedLayer(f"input '{spec.name}'", target, reason)
+        if tokens:
+            spec = replace(spec, dtype="int32", bound=min(tables))
         specs.append(spec)
     return tuple(specs)
 
