@@ -86,6 +86,14 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
         metavar="LABEL",
         help="class labels, in output order (binary: the labels of 0 and 1); default: metadata.json's",
     )
+    if target != "onnx":  # ONNX keeps a variable length variable
+        result.add_argument(
+            "--sequence-length",
+            type=int,
+            metavar="N",
+            help="the steps an input of variable length ((None,) token ids, (None, features)) is compiled "
+            "at (default: the longest sequence in --samples); longer inputs are refused (docs/limits.md)",
+        )
     result.add_argument("--quiet", action="store_true", help="no progress bars")
     model_file = result.add_argument_group("model files from others (see docs/security.md)")
     model_file.add_argument(
@@ -137,6 +145,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         limits=limits_from(args),
         output=args.output,
         classes=classes,
+        sequence_length=getattr(args, "sequence_length", None),
     )
 
 

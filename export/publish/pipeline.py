@@ -17,14 +17,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from nnsql.export.errors import ExportError, ScoringFailure
-from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata, to_ir
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import OutputKinds, output_kinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import kinds, reference
 from nnsql.export.names import check_model_name
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.samples import SampleSet, sample_inputs
+from nnsql.export.publish.samples import SampleSet, longest_sequence, sample_inputs
 from nnsql.export.target import Capabilities
 
 
@@ -103,6 +103,7 @@ class ExportRequest:
     quiet: bool = False
     output: str | None = None  # --output: the first output's kind, instead of the one read from the model
     classes: tuple[str, ...] = ()  # --classes: instead of metadata.json's
+    sequence_length: int | None = None  # --sequence-length: the steps a variable-length input compiles at
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,8 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
     check_model_name(request.name)
     model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    steps = request.sequence_length or longest_sequence(request.samples_file)
+    model = at_sequence_length(model, steps)
     metadata = read_metadata(request.model_path)
     classes = request.classes or tuple(metadata.get("classes", ()))
     graph = to_ir(

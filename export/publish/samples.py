@@ -105,6 +105,24 @@ def user_rows(graph: ir.Graph, path: Path, rows: int) -> Ordinary:
     return Ordinary(inputs, f"{count} rows of {path.name}", f"{path.name} row")
 
 
+def longest_sequence(path: Path | None) -> int | None:
+    """The steps of the longest sequences a --samples file holds (its arrays' second dimension), or None
+    without a file or sequences: the length a variable-length input is compiled at by default."""
+    if path is None:
+        return None
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"--samples {path}: cannot read it as .npy/.npz ({error})") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            shapes = [loaded[name].shape for name in loaded.files]
+    else:
+        shapes = [loaded.shape]
+    steps = [shape[1] for shape in shapes if len(shape) > 1]
+    return max(steps) if steps else None
+
+
 def checked_rows(arrays: dict[str, np.ndarray], spec: ir.TensorSpec, path: Path) -> np.ndarray:
     """One input's rows of a --samples file, reshaped to the input; one line for anything else."""
     if spec.name not in arrays:
