@@ -26,7 +26,10 @@ from nnsql.export.errors import ExportError
 from nnsql.export.ir import graph as ir
 
 DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export (issue 25)
-MINIMUM_ROWS = 10  # scored whatever they cost: every zero_padded pattern and group at scale (samples.py)
+MINIMUM_ROWS = 10  # every zero_padded pattern and group at scale (samples.py): scored, or the model refused
+# The minimum of rows is scored whatever the budget when it takes no longer than this: a refusal is for a
+# model whose rows cost seconds each, not for a database that plans a query in one.
+GRACE_SECONDS = 10.0
 FIRST_BATCH = 5  # timed to plan the rest, or fewer where the model's cost says a row is dear
 BATCHES_PER_BUDGET = 10  # a batch is planned to take at most this fraction of the budget
 
@@ -45,6 +48,12 @@ class Budget:
     def total(self) -> float:
         """The whole --parity-seconds."""
         return self.seconds if self.whole is None else self.whole
+
+    @property
+    def minimum_seconds(self) -> float:
+        """What the minimum of rows may take before the model is refused: the whole budget, and never
+        less than GRACE_SECONDS (a database's fixed cost of a query alone may exceed a tiny budget)."""
+        return max(self.total, GRACE_SECONDS)
 
     def first(self, available: int) -> int:
         """Rows of the first, timed batch: FIRST_BATCH, or as many as a tenth of the budget affords at
@@ -83,12 +92,18 @@ class Outcome:
         return f"{source}; first {self.rows} of {self.available} scored, sized to {self.budget.says()}"
 
 
-def refuse_predicted(budget: Budget, available: int, where: str) -> None:
+def refuse_dear(graph: ir.Graph, target: str, seconds: float) -> None:
+    """refuse_predicted for `graph` on `target` within `seconds`, before the sample rows are scored by
+    Keras and the float64 reference (which takes minutes for a large CNN)."""
+    refuse_predicted(Budget(seconds=seconds, estimate=row_seconds(graph, target)), target)
+
+
+def refuse_predicted(budget: Budget, where: str, available: int = MINIMUM_ROWS) -> None:
     """One line, before any row is scored, when the model's cost predicts that the rows the check cannot
     do without (the minimum) would take longer than the whole parity budget even at a tenth of the
     estimate (ESTIMATE_MARGIN: the cost of a multiply-add varies that much between layers)."""
     needed = min(budget.minimum, available)
-    if budget.estimate is None or budget.estimate / ESTIMATE_MARGIN * needed <= budget.total:
+    if budget.estimate is None or budget.estimate / ESTIMATE_MARGIN * needed <= budget.minimum_seconds:
         return
     raise too_dear(f"the model's cost predicts {1000 * budget.estimate:,.0f} ms a row", needed, budget, where)
 
@@ -96,9 +111,9 @@ def refuse_predicted(budget: Budget, available: int, where: str) -> None:
 def too_dear(cost: str, needed: int, budget: Budget, where: str) -> ExportError:
     """The refusal of a model whose minimum of rows does not fit the parity budget, and the way out."""
     return ExportError(
-        f"parity on {where}: {cost}; the {needed} rows the check needs do not fit the {budget.total:g} s "
-        "parity budget (--parity-seconds): this model is too dear to score in SQL here; publish it with "
-        "`nnsql export onnx`, or raise --parity-seconds"
+        f"parity on {where}: {cost}; the {needed} rows the check needs do not fit "
+        f"{budget.minimum_seconds:g} s (--parity-seconds {budget.total:g}): this model is too dear to score "
+        "in SQL here; publish it with `nnsql export onnx`, or raise --parity-seconds"
     )
 
 
@@ -163,7 +178,7 @@ class ScoringLoop:
 
     def run(self) -> tuple[np.ndarray, Outcome]:
         started = self.clock()
-        refuse_predicted(self.budget, self.available, self.where)
+        refuse_predicted(self.budget, self.where, self.available)
         first = self.budget.first(self.available)
         self.say(f"parity on {self.where}: timing the first {first} of {self.available} sample rows")
         seconds = self.batch(first)
@@ -199,7 +214,7 @@ class ScoringLoop:
         """Refuses, in one line, a model whose minimum of rows is not scored within the whole budget:
         the time lost is the budget and one batch, however dear a row is."""
         needed = min(self.budget.minimum, self.available)
-        if self.scored < needed and elapsed > self.budget.total:
+        if self.scored < needed and elapsed > self.budget.minimum_seconds:
             cost = (
                 f"{self.scored} of the {needed} rows took {duration(elapsed)} "
                 f"({1000 * elapsed / self.scored:,.0f} ms a row)"

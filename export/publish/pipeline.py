@@ -215,6 +215,7 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     )
     read = output_kinds(model, request.model_path, request.output)  # what the kinds were read from
     capabilities.check(graph)
+    budget.refuse_dear(graph, capabilities.target, request.parity_seconds)  # before Keras's scores
     samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))

@@ -143,16 +143,39 @@ def test_an_interrupted_query_is_one_line(capsys):
     assert err.startswith("interrupted:") and "\n" not in err and "nothing was published" in err
 
 
+def dear_convolutions(path):
+    """Two 3×3 convolutions over a 40×40 image, 32 then 64 filters: ~25 M multiply-adds a row."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential(
+        [
+            keras.Input((40, 40, 3)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.save(path)
+    return path
+
+
 @pytest.mark.duckdb
-def test_a_model_beyond_the_budget_is_refused_and_the_published_one_kept(cern_mlp_path, tmp_path, capsys):
+def test_a_model_too_dear_is_refused_before_scoring_and_the_published_one_kept(
+    cern_mlp_path, tmp_path, capsys
+):
+    """Its cost predicts ~15 s a row: refused before Keras and the reference score a sample row."""
     from nnsql.export.duckdb.__main__ import main as export_duckdb
 
-    args = ["--model", str(cern_mlp_path), "--db", str(tmp_path / "m.duckdb"), "--name", "mnist", "--quiet"]
-    assert export_duckdb([*args, "--sample-rows", "20"]) == 0
+    args = ["--db", str(tmp_path / "m.duckdb"), "--name", "mnist", "--quiet"]
+    assert export_duckdb(["--model", str(cern_mlp_path), *args, "--sample-rows", "20"]) == 0
     capsys.readouterr()
-    assert export_duckdb([*args, "--parity-seconds", "0.0001"]) == 2
+    dear = dear_convolutions(tmp_path / "dear.keras")
+    assert export_duckdb(["--model", str(dear), *args, "--parity-seconds", "5"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: parity on duckdb") and "\n" not in err and "nnsql export onnx" in err
+    assert err.startswith("error: parity on duckdb: the model's cost predicts") and "\n" not in err
+    assert "nnsql export onnx" in err and "--parity-seconds" in err
     import duckdb
 
     with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
