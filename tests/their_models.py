@@ -118,6 +118,27 @@ def two_head_lstm(directory: Path) -> Path:
     return saved(model, directory, ["walk", "sit", "run"], "model.keras")
 
 
+def masked_sensor_gru(directory: Path) -> Path:
+    """Keras 3 over sensor readings of any length, `Input(shape=(None, features))`, padded with 0 and
+    skipped by a Masking layer, a GRU, a softmax over three activities."""
+    import keras
+
+    keras.utils.set_random_seed(15)
+    readings = keras.Input(shape=(None, FEATURES), name="readings")
+    state = keras.layers.GRU(5)(keras.layers.Masking(0.0)(readings))
+    model = keras.Model(readings, keras.layers.Dense(3, activation="softmax")(state))
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    return saved(model, directory, ["walk", "sit", "run"], "model.keras")
+
+
+def padded_sequence_rows(count: int, seed: int = 7) -> np.ndarray:
+    """Sensor rows of STEPS steps, 0 after a random length of 1 to STEPS."""
+    rows = sequence_rows(count, seed)
+    for row, length in enumerate(np.random.default_rng(seed).integers(1, STEPS + 1, count)):
+        rows[row, length:] = 0
+    return rows
+
+
 THEIRS: dict[str, Theirs] = {
     "keras2_text": Theirs(keras2_text, token_rows),
     "keras2_peptide": Theirs(keras2_peptide, token_rows),

@@ -133,6 +133,18 @@ def test_the_longest_sequence_of_samples_sets_the_length(their_model, tmp_path, 
         target.predict("theirs", longer)
 
 
+@pytest.mark.duckdb
+def test_a_variable_length_sequence_of_features_compiles_at_the_length_given(tmp_path):
+    """`Input(shape=(None, features))` behind a Masking layer, at --sequence-length 10: rows padded with
+    0 after their own lengths score as Keras does."""
+    from tests.export.executors import DuckDBExecutor
+
+    path, target = their_models.masked_sensor_gru(tmp_path / "sensors"), DuckDBExecutor(tmp_path)
+    assert target.export(path, "sensors", "--sequence-length", str(STEPS)) == 0
+    rows = their_models.padded_sequence_rows(8)
+    assert np.abs(target.predict("sensors", rows) - keras_scores(path, rows)).max() <= 1e-5
+
+
 TEXT_LENGTH = 200  # as IMDB examples pad reviews
 
 
