@@ -3,7 +3,9 @@
 A row's cost varies by orders of magnitude between targets and kernels: PostgreSQL scores CERN's Inclusive
 Classifier in ~16 ms a row with PL/Python and ~0.8 s with PL/pgSQL, so a fixed count of 1,000 rows takes
 16 s on one and 14 minutes on the other. The gate therefore scores a small first batch, measures it, and
-sizes the rest to a time budget (`--parity-seconds`), keeping a stated minimum of rows whatever they cost.
+sizes the rest to a time budget (`--parity-seconds`), keeping a stated minimum of rows. The first batch
+is sized from the model's cost (multiply-adds per row), and a model that cannot score the minimum within
+the budget is refused in one line: before any row when its cost predicts it, else once the budget is spent.
 
 It is a small control loop: after each batch the plan is revised from the cost of a row so far, or of the
 latest batch's rows if they cost more (a kernel that turns slower is caught at once, one that speeds up is
@@ -128,6 +130,11 @@ def planned_rows(scored: int, elapsed: float, rate: float, available: int, budge
     return max(floor, min(available, affordable))
 
 
+def counted(count: int) -> str:
+    """'1 row', '5 rows'."""
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
 def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -225,7 +232,7 @@ class ScoringLoop:
         """The estimate, printed before the rest is scored."""
         rate = seconds / first
         line = (
-            f"parity on {self.where}: {first} rows took {seconds:.2f} s ({1000 * rate:.1f} ms a row); "
+            f"parity on {self.where}: {counted(first)} took {seconds:.2f} s ({1000 * rate:.1f} ms a row); "
             f"scoring {plan} of {self.available} sample rows, about {duration(rate * (plan - first))} more"
         )
         if plan < self.available:
