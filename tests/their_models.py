@@ -1,8 +1,8 @@
 """Models built the way authors on GitHub build them, as a new user brings them to the exporter: a Keras 2
 (tf.keras) `Sequential` saved as `.h5` whose `Embedding(..., input_length=n)` declares a float32 input, a
-peptide-style token model without a mask, an IMDB-style `Input(shape=(None,))` BiLSTM over masked token
-ids, and an LSTM with two heads. Weights are seeded (a trained model's values do not change what is
-checked: every target against Keras on the same rows).
+peptide-style token model without a mask, IMDB-style BiLSTMs over masked token ids of any length (Keras 3
+`Input(shape=(None,))`, Keras 2 without input_length), and an LSTM with two heads. Weights are seeded (a
+trained model's values do not change what is checked: every target against Keras on the same rows).
 
 Each entry saves its model and a metadata.json naming the classes, and says how its rows look.
 """
@@ -104,6 +104,24 @@ def imdb_bilstm(directory: Path) -> Path:
     return saved(model, directory, ["negative", "positive"], "model.keras")
 
 
+def keras2_bilstm_any_length(directory: Path) -> Path:
+    """tf.keras Sequential as Keras 2's IMDB tutorial writes it: Embedding without input_length (reviews of
+    any length), a bidirectional LSTM, a softmax over two sentiments."""
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(16)
+    model = keras.Sequential(
+        [
+            keras.layers.Embedding(VOCABULARY, 6, mask_zero=True),
+            keras.layers.Bidirectional(keras.layers.LSTM(4)),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.build((None, None))
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    return saved(model, directory, ["negative", "positive"], "model.h5")
+
+
 def two_head_lstm(directory: Path) -> Path:
     """Keras 3 functional LSTM over float sequences with two softmax heads (an activity and a subject)."""
     import keras
@@ -143,5 +161,8 @@ THEIRS: dict[str, Theirs] = {
     "keras2_text": Theirs(keras2_text, token_rows),
     "keras2_peptide": Theirs(keras2_peptide, token_rows),
     "imdb_bilstm": Theirs(imdb_bilstm, token_rows, ("--sequence-length", str(STEPS))),
+    "keras2_bilstm_any_length": Theirs(
+        keras2_bilstm_any_length, token_rows, ("--sequence-length", str(STEPS))
+    ),
     "two_head_lstm": Theirs(two_head_lstm, sequence_rows),
 }
