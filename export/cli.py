@@ -11,6 +11,7 @@ from typing import NoReturn, TypeVar
 
 from nnsql.export.errors import ExportError
 from nnsql.export.frontend.model import check_labels
+from nnsql.export.frontend.model_file import first_line
 from nnsql.export.frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
 from nnsql.export.ir import graph as ir
 from nnsql.export.publish import budget, parity
@@ -127,6 +128,14 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
         metavar="LABEL",
         help="class labels, in output order (binary: the labels of 0 and 1); default: metadata.json's",
     )
+    if target != "onnx":  # ONNX keeps a variable length variable
+        result.add_argument(
+            "--sequence-length",
+            type=int,
+            metavar="N",
+            help="the steps an input of variable length ((None,) token ids, (None, features)) is compiled "
+            "at (default: the longest sequence in --samples); longer inputs are refused (docs/limits.md)",
+        )
     result.add_argument("--quiet", action="store_true", help="no progress bars")
     model_file = result.add_argument_group("model files from others (see docs/security.md)")
     model_file.add_argument(
@@ -178,6 +187,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         limits=limits_from(args),
         output=args.output,
         classes=classes,
+        sequence_length=getattr(args, "sequence_length", None),
     )
 
 
@@ -237,3 +247,20 @@ def run(main: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing was published", file=sys.stderr)
         return 130
+    except Exception as error:
+        if not interrupted_query(error):
+            raise
+        stopped = f"interrupted: the database stopped the query ({first_line(error)})"
+        print(f"{stopped}; nothing was published", file=sys.stderr)
+        return 130
+
+
+def interrupted_query(error: Exception) -> bool:
+    """A database driver's error for a query stopped by an interrupt (Ctrl-C reaches DuckDB as its
+    InterruptException, PostgreSQL as QueryCanceled), which is no bug of the exporter's."""
+    import duckdb
+    import psycopg
+
+    return isinstance(error, duckdb.InterruptException | psycopg.errors.QueryCanceled) or (
+        isinstance(error, RuntimeError) and "interrupted" in str(error).lower()
+    )

@@ -14,7 +14,7 @@ from flask import current_app, g, request
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.metrics import Metrics
 from nnsql.serve.repository import LoadedModel, ModelRepository
-from nnsql.serve.tensors import load_json
+from nnsql.serve.tensors import check_tokens, load_json
 from nnsql.serve.validation import bounded
 
 BYTES_PER_JSON_VALUE = 24  # generous upper bound for one number in JSON, separators included
@@ -89,6 +89,7 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
     limit = int(current_app.config["MAX_REQUEST_ROWS"])
     if rows > limit:
         raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
+    check_tokens(model, feeds)
     started = time.perf_counter()
     ok = False
     try:

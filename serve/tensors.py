@@ -57,6 +57,24 @@ def check_finite(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def check_tokens(model: LoadedModel, feeds: dict[str, np.ndarray]) -> None:
+    """Inputs that hold token ids (the repository document's `token_inputs`: name → vocabulary size) take
+    whole numbers below the vocabulary only, as the SQL targets' input checks do; anything else is a
+    400 naming the input, the row, the position and the allowed range."""
+    for name, size in model.metadata.get("token_inputs", {}).items():
+        values = feeds.get(name)
+        if values is None:
+            continue
+        wrong = (values < 0) | (values >= size) | (values != np.round(values))
+        if wrong.any():
+            row, *position = (int(i) for i in np.argwhere(wrong)[0])
+            at = position[0] if len(position) == 1 else tuple(position)
+            raise bad_request(
+                f"input {name!r} holds token ids: row {row} position {at} holds "
+                f"{values[row][tuple(position)]:g}, not a whole number from 0 to {size - 1}"
+            )
+
+
 def expected_shape(spec: dict, rows: int) -> list[int]:
     return [rows, *spec["shape"][1:]]
 

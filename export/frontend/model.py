@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import replace
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -46,18 +47,20 @@ INTEGER_DTYPES = ("int32", "int64")
 def bounded(
     inputs: tuple[ir.TensorSpec, ...], nodes: list[ir.Node], target: str
 ) -> tuple[ir.TensorSpec, ...]:
-    """Integer inputs with the number of rows of the tables they index. One read by anything but
-    Embedding (its lookup, and its mask's test for 0) is refused: those layers expect real values."""
+    """Inputs as their readers take them. One read only by Embedding (its lookup, and its mask's test for
+    0) holds token ids: whole numbers below the rows of the tables it indexes, whatever dtype it
+    declares (a Keras 2 Sequential with `Embedding(input_length=n)` declares float32). An integer input
+    read by anything else is refused: those layers expect real values."""
     specs = []
     for spec in inputs:
-        if spec.dtype == "int32":
-            readers = [node for node in nodes if spec.name in node.inputs]
-            tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
-            if not tables or not all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers):
-                raise UnsupportedLayer(
-                    f"input '{spec.name}'", target, "an integer input not read by Embedding only"
-                )
-            spec = replace(spec, bound=min(tables))
+        readers = [node for node in nodes if spec.name in node.inputs]
+        tables = [node.table.shape[0] for node in readers if isinstance(node, ir.Lookup)]
+        tokens = bool(tables) and all(isinstance(node, ir.Lookup | ir.StepMask) for node in readers)
+        if spec.dtype == "int32" and not tokens:
+            reason = "an integer input not read by Embedding only"
+            raise UnsupportedLayer(f"input '{spec.name}'", target, reason)
+        if tokens:
+            spec = replace(spec, dtype="int32", bound=min(tables))
         specs.append(spec)
     return tuple(specs)
 
@@ -296,6 +299,50 @@ def saved_model_from_config(model_file: ModelFile) -> Any:
     except (tf.errors.OpError, AssertionError, ValueError, TypeError) as error:
         raise ExportError(f"cannot load {model_file.kind} {model_file.path}: {first_line(error)}") from None
     return model
+
+
+def variable_inputs(model: Any) -> list[Any]:
+    """The inputs with a dimension of variable size (None), beside the batch."""
+    return [tensor for tensor in model.inputs if any(d is None for d in tensor.shape[1:])]
+
+
+def at_sequence_length(model: Any, steps: int | None) -> Any:
+    """The model with its variable-length inputs ((None,) token ids, (None, features) sequences) fixed at
+    `steps` steps, sharing its weights: what SQL compiles, where every array has one size. A model with
+    none is returned as it is; one that has some needs `steps` (--sequence-length)."""
+    variable = variable_inputs(model)
+    if not variable:
+        return model
+    first = variable[0]
+    if steps is None:
+        raise ExportError(
+            f"input {first.name!r} has a variable length (shape {tuple(first.shape)}): SQL compiles a fixed "
+            "one; give --sequence-length N (the longest sequence you will score; pad shorter ones with 0 "
+            "at the end), or --samples FILE whose rows have that length"
+        )
+    if steps < 1:
+        raise ExportError("--sequence-length must be at least 1")
+    for tensor in variable:
+        if any(d is None for d in tensor.shape[2:]):
+            raise ExportError(
+                f"input {tensor.name!r} of shape {tuple(tensor.shape)}: only the steps may vary in SQL"
+            )
+    library = import_module("tf_keras" if is_legacy(model) else "keras")
+    varying = {id(tensor) for tensor in variable}
+    fixed = [
+        library.Input(
+            shape=(steps, *tensor.shape[2:]) if id(tensor) in varying else tuple(tensor.shape[1:]),
+            dtype=tensor.dtype,
+            name=tensor._keras_history[0].name,
+        )
+        for tensor in model.inputs
+    ]
+    try:
+        clone = library.models.clone_model(model, input_tensors=fixed if len(fixed) > 1 else fixed[0])
+        clone.set_weights(model.get_weights())
+    except Exception as error:  # Keras raises many types for a layer it cannot rebuild
+        raise ExportError(f"cannot fix the model's inputs at {steps} steps: {first_line(error)}") from None
+    return clone
 
 
 def is_legacy(model: Any) -> bool:

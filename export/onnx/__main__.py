@@ -257,6 +257,19 @@ def random_rows(model, rows: int, length: int) -> SampleSet:
     return SampleSet(inputs, source)
 
 
+def token_inputs(model, sets: list[Samples]) -> dict[str, int]:
+    """Each input that holds token ids, by its Keras name, with the size of the vocabulary it indexes:
+    the scorer refuses an id outside it (ONNX's Gather would read a negative one from the end)."""
+    graph = sets[0].graph
+    if graph is None:
+        return {}
+    return {
+        tensor.name: int(spec.bound or 1)
+        for tensor, spec in zip(model.inputs, graph.inputs, strict=True)
+        if spec.dtype == "int32"
+    }
+
+
 def keras_predict(model, samples: SampleSet) -> np.ndarray:
     feeds = [samples.inputs[t.name] for t in model.inputs]
     return joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
@@ -311,6 +324,7 @@ def export(
                 for name, tensor in zip(output_names(model, kind), model.outputs, strict=True)
             ],
             "output_kinds": list(read.kinds),
+            "token_inputs": token_inputs(model, sets),
             "classes": list(labels),
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),

@@ -3,7 +3,9 @@
 A row's cost varies by orders of magnitude between targets and kernels: PostgreSQL scores CERN's Inclusive
 Classifier in ~16 ms a row with PL/Python and ~0.8 s with PL/pgSQL, so a fixed count of 1,000 rows takes
 16 s on one and 14 minutes on the other. The gate therefore scores a small first batch, measures it, and
-sizes the rest to a time budget (`--parity-seconds`), keeping a stated minimum of rows whatever they cost.
+sizes the rest to a time budget (`--parity-seconds`), keeping a stated minimum of rows. The first batch
+is sized from the model's cost (multiply-adds per row), and a model that cannot score the minimum within
+the budget is refused in one line: before any row when its cost predicts it, else once the budget is spent.
 
 It is a small control loop: after each batch the plan is revised from the cost of a row so far, or of the
 latest batch's rows if they cost more (a kernel that turns slower is caught at once, one that speeds up is
@@ -22,9 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from nnsql.export.errors import ExportError
+from nnsql.export.ir import graph as ir
+
 DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export (issue 25)
-MINIMUM_ROWS = 10  # scored whatever they cost: every zero_padded pattern and group at scale (samples.py)
-FIRST_BATCH = 5  # timed to plan the rest
+MINIMUM_ROWS = 10  # every zero_padded pattern and group at scale (samples.py): scored, or the model refused
+# The minimum of rows is scored whatever the budget when it takes no longer than this: a refusal is for a
+# model whose rows cost seconds each, not for a database that plans a query in one.
+GRACE_SECONDS = 10.0
+FIRST_BATCH = 5  # timed to plan the rest, or fewer where the model's cost says a row is dear
 BATCHES_PER_BUDGET = 10  # a batch is planned to take at most this fraction of the budget
 
 
@@ -35,6 +43,27 @@ class Budget:
     first_batch: int = FIRST_BATCH
     # the seconds of --parity-seconds these are a share of (the rest checks the answers), when a share
     whole: float | None = None
+    # a row's seconds as the model's cost predicts them (row_seconds), when known
+    estimate: float | None = None
+
+    @property
+    def total(self) -> float:
+        """The whole --parity-seconds."""
+        return self.seconds if self.whole is None else self.whole
+
+    @property
+    def minimum_seconds(self) -> float:
+        """What the minimum of rows may take before the model is refused: the whole budget, and never
+        less than GRACE_SECONDS (a database's fixed cost of a query alone may exceed a tiny budget)."""
+        return max(self.total, GRACE_SECONDS)
+
+    def first(self, available: int) -> int:
+        """Rows of the first, timed batch: FIRST_BATCH, or as many as a tenth of the budget affords at
+        the estimated cost of a row (at least one), so a dear model shows its cost in one row's time."""
+        rows = self.first_batch
+        if self.estimate:
+            rows = min(rows, max(1, int(self.seconds / BATCHES_PER_BUDGET / self.estimate)))
+        return min(rows, available)
 
     def says(self) -> str:
         """The budget in the words of its option."""
@@ -65,6 +94,31 @@ class Outcome:
         return f"{source}; first {self.rows} of {self.available} scored, sized to {self.budget.says()}"
 
 
+def refuse_dear(graph: ir.Graph, target: str, seconds: float) -> None:
+    """refuse_predicted for `graph` on `target` within `seconds`, before the sample rows are scored by
+    Keras and the float64 reference (which takes minutes for a large CNN)."""
+    refuse_predicted(Budget(seconds=seconds, estimate=row_seconds(graph, target)), target)
+
+
+def refuse_predicted(budget: Budget, where: str, available: int = MINIMUM_ROWS) -> None:
+    """One line, before any row is scored, when the model's cost predicts that the rows the check cannot
+    do without (the minimum) would take longer than the whole parity budget even at a tenth of the
+    estimate (ESTIMATE_MARGIN: the cost of a multiply-add varies that much between layers)."""
+    needed = min(budget.minimum, available)
+    if budget.estimate is None or budget.estimate / ESTIMATE_MARGIN * needed <= budget.minimum_seconds:
+        return
+    raise too_dear(f"the model's cost predicts {1000 * budget.estimate:,.0f} ms a row", needed, budget, where)
+
+
+def too_dear(cost: str, needed: int, budget: Budget, where: str) -> ExportError:
+    """The refusal of a model whose minimum of rows does not fit the parity budget, and the way out."""
+    return ExportError(
+        f"parity on {where}: {cost}; the {needed} rows the check needs do not fit "
+        f"{budget.minimum_seconds:g} s (--parity-seconds {budget.total:g}): this model is too dear to score "
+        "in SQL here; publish it with `nnsql export onnx`, or raise --parity-seconds"
+    )
+
+
 def planned_rows(scored: int, elapsed: float, rate: float, available: int, budget: Budget) -> int:
     """The control law: rows to score in all, given `scored` rows in `elapsed` seconds and the latest cost
     of a row (`rate`, seconds). Never fewer than the minimum (or all rows, if fewer), never fewer than
@@ -74,6 +128,11 @@ def planned_rows(scored: int, elapsed: float, rate: float, available: int, budge
         return available
     affordable = scored + int(max(budget.seconds - elapsed, 0.0) / rate)
     return max(floor, min(available, affordable))
+
+
+def counted(count: int) -> str:
+    """'1 row', '5 rows'."""
+    return f"{count} row" if count == 1 else f"{count} rows"
 
 
 def duration(seconds: float) -> str:
@@ -126,10 +185,12 @@ class ScoringLoop:
 
     def run(self) -> tuple[np.ndarray, Outcome]:
         started = self.clock()
-        first = min(self.budget.first_batch, self.available)
+        refuse_predicted(self.budget, self.where, self.available)
+        first = self.budget.first(self.available)
         self.say(f"parity on {self.where}: timing the first {first} of {self.available} sample rows")
         seconds = self.batch(first)
         rate = seconds / first
+        self.check_minimum(seconds)
         plan = planned_rows(self.scored, seconds, rate, self.available, self.budget)
         self.announce(first, seconds, plan)
         bar = tqdm(
@@ -148,6 +209,7 @@ class ScoringLoop:
                 bar.update(size)
                 elapsed = self.clock() - started
                 last, rate = size, max(seconds / size, elapsed / self.scored)
+                self.check_minimum(elapsed)
                 plan = planned_rows(self.scored, elapsed, rate, self.available, self.budget)
                 if bar.total != plan:
                     bar.total = plan
@@ -155,11 +217,22 @@ class ScoringLoop:
         outcome = Outcome(self.scored, self.available, self.clock() - started, self.budget)
         return np.concatenate(self.parts, axis=0), outcome
 
+    def check_minimum(self, elapsed: float) -> None:
+        """Refuses, in one line, a model whose minimum of rows is not scored within the whole budget:
+        the time lost is the budget and one batch, however dear a row is."""
+        needed = min(self.budget.minimum, self.available)
+        if self.scored < needed and elapsed > self.budget.minimum_seconds:
+            cost = (
+                f"{self.scored} of the {needed} rows took {duration(elapsed)} "
+                f"({1000 * elapsed / self.scored:,.0f} ms a row)"
+            )
+            raise too_dear(cost, needed, self.budget, self.where)
+
     def announce(self, first: int, seconds: float, plan: int) -> None:
         """The estimate, printed before the rest is scored."""
         rate = seconds / first
         line = (
-            f"parity on {self.where}: {first} rows took {seconds:.2f} s ({1000 * rate:.1f} ms a row); "
+            f"parity on {self.where}: {counted(first)} took {seconds:.2f} s ({1000 * rate:.1f} ms a row); "
             f"scoring {plan} of {self.available} sample rows, about {duration(rate * (plan - first))} more"
         )
         if plan < self.available:
@@ -168,6 +241,39 @@ class ScoringLoop:
                 f"{self.budget.says()}; at least {self.budget.minimum} rows)"
             )
         self.say(line)
+
+
+# How far a row's estimated cost (row_seconds) may overstate its measured one: in DuckDB a multiply-add
+# of a convolution costs ~1e-7 s, of a wide Dense ~8e-7 s. A model is refused on its estimate alone only
+# when even this fraction of it makes the minimum of rows exceed the budget.
+ESTIMATE_MARGIN = 10.0
+# Seconds one multiply-add costs in a target's SQL (docs/export-time.md): DuckDB measured on a 300-unit
+# MLP and a 28×28 CNN, PostgreSQL's kernels on the Inclusive Classifier (8.3 M multiply-adds: ~0.8 s a
+# row with PL/pgSQL, ~16 ms with PL/Python). The first batch is sized from them and a hopeless model
+# refused before scoring; a target not measured gets neither.
+SECONDS_PER_MULTIPLY_ADD = {"duckdb": 6e-7, "postgres+plpgsql": 1e-7, "postgres+plpython": 2e-9}
+
+
+def multiply_adds(graph: ir.Graph) -> int:
+    """Multiply-adds (or, for the nodes that multiply nothing, values produced) to score one row: the
+    model's cost, whatever the target."""
+    total = 0
+    for node in graph.nodes:
+        if isinstance(node, ir.Dense | ir.PatchDense):
+            patches = node.patches if isinstance(node, ir.PatchDense) else 1
+            total += patches * node.in_features * node.units
+        elif isinstance(node, ir.Scan):
+            total += node.steps * multiply_adds(node.body)
+        else:
+            total += graph.size_of(node.name)
+    return total
+
+
+def row_seconds(graph: ir.Graph, target: str) -> float | None:
+    """A row's seconds in `target` ('duckdb', 'postgres+plpgsql', ...) as the model's cost predicts them;
+    None for a target not measured."""
+    rate = SECONDS_PER_MULTIPLY_ADD.get(target)
+    return None if rate is None else rate * multiply_adds(graph)
 
 
 def score_within_budget(

@@ -17,14 +17,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from nnsql.export.errors import ExportError, ScoringFailure
-from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata, to_ir
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import OutputKinds, output_kinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import kinds, reference
 from nnsql.export.names import check_model_name
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.samples import SampleSet, sample_inputs
+from nnsql.export.publish.samples import SampleSet, longest_sequence, sample_inputs
 from nnsql.export.target import Capabilities
 
 
@@ -103,6 +103,7 @@ class ExportRequest:
     quiet: bool = False
     output: str | None = None  # --output: the first output's kind, instead of the one read from the model
     classes: tuple[str, ...] = ()  # --classes: instead of metadata.json's
+    sequence_length: int | None = None  # --sequence-length: the steps a variable-length input compiles at
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,8 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
     check_model_name(request.name)
     model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    steps = request.sequence_length or longest_sequence(request.samples_file)
+    model = at_sequence_length(model, steps)
     metadata = read_metadata(request.model_path)
     classes = request.classes or tuple(metadata.get("classes", ()))
     graph = to_ir(
@@ -212,6 +215,7 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     )
     read = output_kinds(model, request.model_path, request.output)  # what the kinds were read from
     capabilities.check(graph)
+    budget.refuse_dear(graph, capabilities.target, request.parity_seconds)  # before Keras's scores
     samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
@@ -280,7 +284,9 @@ def score_samples(
         score_rows,
         prepared.samples.rows,
         budget.Budget(
-            seconds=request.parity_seconds if seconds is None else seconds, whole=request.parity_seconds
+            seconds=request.parity_seconds if seconds is None else seconds,
+            whole=request.parity_seconds,
+            estimate=budget.row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
         ),
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,

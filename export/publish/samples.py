@@ -10,7 +10,11 @@ Two kinds of rows:
   answer. Keras computes in float32, whose rounding alone moves a probability by more than 1e-5 on
   some rows of that size (measured: up to 1.4e-5 on the test zoo), so the float64 reference is what
   they are compared with; export/publish/pipeline.py says how float32 targets are held to it.
-Integer inputs (token indices) are never scaled: they index a table.
+Token inputs (read by Embedding only, whatever dtype they declare) are never scaled: they index a table.
+Their rows hold ids below the vocabulary, 0 padding the end as `mask_zero` reads it; the rows at scale
+are edge rows for them instead: every step padding, or every step the last id of the vocabulary. A
+model that averages over unmasked steps answers NaN on an all-padding row, so those rows are compared
+with the float64 reference like rows at scale (not compared where it is not finite, but scored).
 """
 
 from __future__ import annotations
@@ -101,6 +105,24 @@ def user_rows(graph: ir.Graph, path: Path, rows: int) -> Ordinary:
     return Ordinary(inputs, f"{count} rows of {path.name}", f"{path.name} row")
 
 
+def longest_sequence(path: Path | None) -> int | None:
+    """The steps of the longest sequences a --samples file holds (its arrays' second dimension), or None
+    without a file or sequences: the length a variable-length input is compiled at by default."""
+    if path is None:
+        return None
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"--samples {path}: cannot read it as .npy/.npz ({error})") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            shapes = [loaded[name].shape for name in loaded.files]
+    else:
+        shapes = [loaded.shape]
+    steps = [shape[1] for shape in shapes if len(shape) > 1]
+    return max(steps) if steps else None
+
+
 def checked_rows(arrays: dict[str, np.ndarray], spec: ir.TensorSpec, path: Path) -> np.ndarray:
     """One input's rows of a --samples file, reshaped to the input; one line for anything else."""
     if spec.name not in arrays:
@@ -116,7 +138,22 @@ def checked_rows(arrays: dict[str, np.ndarray], spec: ir.TensorSpec, path: Path)
     values = values.reshape((len(values), *spec.shape)).astype(np.float32)
     if not np.isfinite(values).all():
         raise ExportError(f"--samples {path}: {spec.name} holds NaN or infinite values")
+    if spec.dtype == "int32":
+        check_tokens(values, spec, path)
     return values
+
+
+def check_tokens(values: np.ndarray, spec: ir.TensorSpec, path: Path) -> None:
+    """Token ids must be whole numbers below the vocabulary: Keras itself raises on any other."""
+    bound = spec.bound or 1
+    wrong = (values < 0) | (values >= bound) | (values != np.round(values))
+    if wrong.any():
+        row, *position = (int(i) for i in np.argwhere(wrong)[0])
+        at = position[0] if len(position) == 1 else tuple(position)
+        raise ExportError(
+            f"--samples {path}: {spec.name} holds token ids; row {row} position {at} holds "
+            f"{values[row][tuple(position)]:g}, not a whole number from 0 to {bound - 1}"
+        )
 
 
 def zero_padded(values: np.ndarray) -> np.ndarray:
@@ -141,20 +178,31 @@ def random_rows(generator: np.random.Generator, spec: ir.TensorSpec, rows: int) 
 
 
 def magnitudes(generator: np.random.Generator, spec: ir.TensorSpec, rows: int) -> np.ndarray:
-    """Rows of magnitudes 10^-2 to 10^4 with random signs (sequences zero-padded); indices as usual."""
+    """Rows of magnitudes 10^-2 to 10^4 with random signs (sequences zero-padded); token ids at their
+    edges (edge_tokens)."""
     if spec.dtype == "int32":
-        return random_rows(generator, spec, rows)
+        return edge_tokens(spec, rows)
     size = generator.uniform(*MAGNITUDES, (rows, *spec.shape))
     signs = generator.choice(np.array([-1.0, 1.0]), (rows, *spec.shape))
     return zero_padded((signs * 10.0**size).astype(np.float32))
 
 
-def scaled_counts(rows: int, graph: ir.Graph) -> int:
-    """Rows in each of the three groups at scale: a tenth of the rows each, at least one from 4 rows;
-    none for a model whose inputs are all token indices."""
-    if rows < 4 or all(spec.dtype == "int32" for spec in graph.inputs):
-        return 0
-    return max(1, rows // SCALED_SHARE)
+def edge_tokens(spec: ir.TensorSpec, rows: int) -> np.ndarray:
+    """Token rows at the vocabulary's edges, in turn: every step padding (0), every step the last id."""
+    values = np.zeros((rows, *spec.shape), np.float32)
+    values[1::2] = (spec.bound or 1) - 1
+    return values
+
+
+def scaled_counts(rows: int) -> int:
+    """Rows in each group at scale: a tenth of the rows each, at least one from 4 rows."""
+    return 0 if rows < 4 else max(1, rows // SCALED_SHARE)
+
+
+def copies_at_scale(graph: ir.Graph, samples_file: Path | None) -> bool:
+    """Whether the ordinary rows are copied ×100 and ×1e4: not the user's rows (at their scale already),
+    nor token ids (unchanged by a scale)."""
+    return samples_file is None and any(spec.dtype != "int32" for spec in graph.inputs)
 
 
 def sample_inputs(
@@ -162,8 +210,10 @@ def sample_inputs(
 ) -> SampleSet:
     """`rows` sample rows: ordinary ones, then the groups at scale (see the module's docstring)."""
     generator = np.random.default_rng(SEED)
-    each = scaled_counts(rows, graph)
-    groups = 3 if samples_file is None else 1  # the user's rows are at their scale already: no copies
+    each = scaled_counts(rows)
+    groups = 3 if copies_at_scale(graph, samples_file) else 1
+    if samples_file is not None and all(spec.dtype == "int32" for spec in graph.inputs):
+        each = 0  # the user's token rows are used as given
     plain = rows - groups * each
     ordinary = (
         user_rows(graph, samples_file, plain)
@@ -179,11 +229,14 @@ def sample_inputs(
             parts.append(copied)
             origins += [f"{ordinary.noun} {i} ×{scale:g}" for i in range(copies)]
     parts.append({spec.name: magnitudes(generator, spec, each) for spec in graph.inputs})
-    origins += [f"row {i} of magnitudes 0.01 to 1e4" for i in range(each)]
+    tokens = all(spec.dtype == "int32" for spec in graph.inputs)
+    edge = "row {} of token ids at the vocabulary's edges" if tokens else "row {} of magnitudes 0.01 to 1e4"
+    origins += [edge.format(i) for i in range(each)]
     inputs = {spec.name: np.concatenate([part[spec.name] for part in parts]) for spec in graph.inputs}
     order = interleaved([len(next(iter(part.values()))) for part in parts])
     flags = (np.arange(len(origins)) >= count)[order]
-    at_scale = f"; {int(flags.sum())} rows at scale (×100, ×1e4, |x| ≤ 1e4)" if flags.any() else ""
+    what = "all padding, or the last id" if tokens else "×100, ×1e4, |x| ≤ 1e4"
+    at_scale = f"; {int(flags.sum())} rows at scale ({what})" if flags.any() else ""
     inputs = {name: values[order] for name, values in inputs.items()}
     return SampleSet(inputs, ordinary.source + at_scale, flags, tuple(origins[i] for i in order))
 
@@ -199,7 +252,10 @@ def interleaved(sizes: list[int]) -> np.ndarray:
 def seeded_rows(graph: ir.Graph, generator: np.random.Generator, rows: int) -> Ordinary:
     inputs = {spec.name: random_rows(generator, spec, rows) for spec in graph.inputs}
     padded = any(len(spec.shape) == 2 for spec in graph.inputs)
-    source = f"{rows} seeded uniform random rows" + (", sequences zero-padded" if padded else "")
+    tokens = all(spec.dtype == "int32" for spec in graph.inputs)
+    kind = "random token rows, 0 padding their ends" if tokens else "uniform random rows"
+    source = f"{rows} seeded {kind}"
+    source += ", sequences zero-padded" if padded else ""
     return Ordinary(inputs, source, "uniform row")
 
 

@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from nnsql.export.publish.budget import Budget, Outcome, ScoringLoop, planned_rows
+from nnsql.export.errors import ExportError
+from nnsql.export.publish.budget import Budget, Outcome, ScoringLoop, multiply_adds, planned_rows
 
 
 class FakeClock:
@@ -64,13 +65,125 @@ def test_expensive_rows_are_sized_to_the_budget():
     assert "first" in outcome.describe("random rows") and "20 s parity budget" in outcome.describe("x")
 
 
-def test_the_minimum_is_kept_whatever_it_costs():
-    _, outcome, _, _ = run(per_row=5.0)
-    assert outcome.rows == Budget().minimum and outcome.seconds == pytest.approx(5.0 * Budget().minimum)
+def test_the_minimum_is_kept_beyond_the_share_the_whole_budget_affords():
+    """Scoring's half of a 20 s budget affords 5 rows at 1.9 s; the minimum of 10 fits the whole 20 s."""
+    _, outcome, _, _ = run(per_row=1.9, budget=Budget(seconds=10.0, whole=20.0))
+    assert outcome.rows == Budget().minimum and outcome.seconds == pytest.approx(1.9 * Budget().minimum)
+
+
+def test_a_model_too_dear_for_the_budget_is_refused_once_the_budget_is_spent():
+    """A 28×28 Conv(32)/Conv(64) network at ~6.7 s a row in DuckDB: its first batch of 5 rows ran 489 s on
+    a loaded machine. Its cost now sizes the first batch to one row, and the export stops in one line as
+    soon as the budget is spent short of the minimum of rows."""
+    clock = FakeClock()
+    kernel = FakeKernel(clock, per_row=6.7)
+    loop = ScoringLoop(kernel, 1000, Budget(estimate=6.0), where="fake", clock=clock, stream=io.StringIO())
+    with pytest.raises(ExportError) as refused:
+        loop.run()
+    assert kernel.calls == [(0, 1), (1, 2), (2, 3)] and clock.now <= Budget().seconds + 6.7
+    message = str(refused.value)
+    assert "\n" not in message and "3 of the 10 rows took 20 s (6,700 ms a row)" in message
+    assert "nnsql export onnx" in message and "--parity-seconds" in message
+
+
+def test_a_hopeless_model_is_refused_on_its_cost_before_any_row():
+    clock = FakeClock()
+    kernel = FakeKernel(clock, per_row=100.0)
+    loop = ScoringLoop(kernel, 1000, Budget(estimate=100.0), where="fake", clock=clock, stream=io.StringIO())
+    with pytest.raises(ExportError, match="the model's cost predicts 100,000 ms a row"):
+        loop.run()
+    assert kernel.calls == []
+
+
+@pytest.mark.parametrize(("estimate", "first"), [(None, 5), (0.001, 5), (0.5, 4), (1.9, 1)])
+def test_the_first_batch_is_sized_from_the_models_cost(estimate, first):
+    _, _, kernel, _ = run(per_row=0.01, budget=Budget(estimate=estimate))
+    assert kernel.calls[0] == (0, first)
+
+
+def test_multiply_adds_grow_with_layers_and_steps():
+    """A Dense layer costs its kernel's size; a recurrent layer its step's multiply-adds once per step."""
+    import keras
+
+    from nnsql.export.frontend.model import to_ir
+
+    def cost(steps: int, units: int = 6, features: int = 3) -> int:
+        inputs = keras.Input((steps, features))
+        outputs = keras.layers.Dense(2, activation="softmax")(keras.layers.LSTM(units)(inputs))
+        return multiply_adds(to_ir(keras.Model(inputs, outputs), target="duckdb"))
+
+    per_step = 4 * 6 * (3 + 6)  # four gates, each a (features + units) × units product
+    assert cost(20) - cost(10) >= 10 * per_step
+    assert cost(10) >= 10 * per_step + 6 * 2
+
+
+@pytest.mark.duckdb
+def test_an_interrupted_query_is_one_line(capsys):
+    import threading
+
+    import duckdb
+
+    from nnsql.export.cli import run as run_cli
+
+    connection = duckdb.connect()
+    timer = threading.Timer(0.5, connection.interrupt)
+
+    def body() -> int:
+        timer.start()
+        connection.execute("SELECT sum(a * b) FROM range(100000) x(a), range(100000) y(b)").fetchall()
+        return 0
+
+    try:
+        assert run_cli(body) == 130
+    finally:
+        timer.cancel()
+        timer.join()
+        connection.close()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("interrupted:") and "\n" not in err and "nothing was published" in err
+
+
+def dear_convolutions(path):
+    """Two 3×3 convolutions over a 40×40 image, 32 then 64 filters: ~25 M multiply-adds a row."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential(
+        [
+            keras.Input((40, 40, 3)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.save(path)
+    return path
+
+
+@pytest.mark.duckdb
+def test_a_model_too_dear_is_refused_before_scoring_and_the_published_one_kept(
+    cern_mlp_path, tmp_path, capsys
+):
+    """Its cost predicts ~15 s a row: refused before Keras and the reference score a sample row."""
+    from nnsql.export.duckdb.__main__ import main as export_duckdb
+
+    args = ["--db", str(tmp_path / "m.duckdb"), "--name", "mnist", "--quiet"]
+    assert export_duckdb(["--model", str(cern_mlp_path), *args, "--sample-rows", "20"]) == 0
+    capsys.readouterr()
+    dear = dear_convolutions(tmp_path / "dear.keras")
+    assert export_duckdb(["--model", str(dear), *args, "--parity-seconds", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: parity on duckdb: the model's cost predicts") and "\n" not in err
+    assert "nnsql export onnx" in err and "--parity-seconds" in err
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT version FROM nnsql.models WHERE active").fetchall() == [(1,)]
 
 
 def test_fewer_rows_than_the_minimum_are_all_scored():
-    _, outcome, _, _ = run(per_row=5.0, available=Budget().minimum - 3)
+    _, outcome, _, _ = run(per_row=2.5, available=Budget().minimum - 3)
     assert outcome.rows == Budget().minimum - 3 and not outcome.limited
 
 

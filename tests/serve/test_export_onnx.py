@@ -89,7 +89,7 @@ def variable_length_gru():
 
 def test_variable_length_sequences_export_and_serve(tmp_path, serve_app, capsys):
     """ONNX keeps the length open (parity at two lengths, -1 in the document); the HTTP scorer takes any
-    length; the SQL targets, which need fixed shapes, refuse in one line."""
+    length; the SQL targets, which need fixed shapes, refuse in one line without --sequence-length."""
     import requests
 
     from nnsql.export.duckdb.__main__ import main as export_duckdb
@@ -115,7 +115,7 @@ def test_variable_length_sequences_export_and_serve(tmp_path, serve_app, capsys)
     capsys.readouterr()  # the live server's access log
     assert export_duckdb(db) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "'duckdb' (variable dimension" in error
+    assert error.count("\n") == 1 and "variable length" in error and "--sequence-length N" in error
 
 
 def test_every_output_reaches_http_clients(tmp_path, serve_app):
