@@ -283,7 +283,11 @@ def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process)
         while any(sender.is_alive() for sender in senders):
             peak = max(peak, resident_mib(worker))
             time.sleep(0.05)
-    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 60
+    # refused once read (the row limit), or made room for newer calls while still being received
+    assert len(codes) == 60 and set(codes) <= {
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.UNAVAILABLE,
+    }
     print(f"worker resident memory: {before:.0f} MiB, at most {peak:.0f} MiB during the calls")
     assert peak - before < 500  # 60 × 18.8 MB read at once would be 1,130 MB
 
