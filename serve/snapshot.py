@@ -29,10 +29,16 @@ class Snapshot:
 
 
 def read_metadata(directory: Path) -> Any:
+    """The version's metadata; InvalidVersion saying why not, without the file's path (the repository
+    index shows it to clients)."""
     try:
         return json.loads((directory / METADATA_FILE).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidVersion(f"{METADATA_FILE}: {error}") from None
+    except OSError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: {error.strerror or type(error).__name__}") from None
+    except UnicodeDecodeError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: not JSON ({error.msg} at line {error.lineno})") from None
 
 
 def expected_digest(metadata: Any) -> str:

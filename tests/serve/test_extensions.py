@@ -276,3 +276,28 @@ def test_model_control_is_off_unless_asked_and_needs_the_admin_key(serve_app, tm
     assert controlled.is_model_ready("mnist")
     default.close()
     controlled.close()
+
+
+def test_the_repository_index_shows_no_paths_of_the_server(serve_app, onnx_repo, tmp_path):
+    """A version that could not be read was listed with the reason the loader gave, which held the
+    repository's absolute path on the server."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(onnx_repo / "mnist", repo / "mnist")
+    for name, broken in (("unreadable", "directory"), ("garbled", "not json"), ("foreign", "other model")):
+        version = repo / name / "1"
+        shutil.copytree(onnx_repo / "mnist" / "1", version)
+        metadata = version / "metadata.json"
+        if broken == "directory":
+            metadata.unlink()
+            metadata.mkdir()
+        elif broken == "not json":
+            metadata.write_text("{")
+        else:
+            (version / "model.onnx").write_bytes(b"not the model the metadata describes")
+    server = serve_app(REPO=str(repo))
+    index = requests.post(f"{server.url}/v2/repository/index", json={}, timeout=10).json()
+    reasons = {entry["name"]: entry["reason"] for entry in index if entry["state"] != "READY"}
+    assert sorted(reasons) == ["foreign", "garbled", "unreadable"]
+    assert all(reason and str(tmp_path) not in reason and "/" not in reason for reason in reasons.values())
