@@ -386,3 +386,15 @@ def test_calls_that_never_send_their_message_hold_the_workers_threads_for_a_boun
         for call in held:
             call.cancel()
         channel.close()
+
+
+def test_a_malformed_message_is_invalid_argument_in_one_log_line(live, caplog):
+    """grpcio's own parsing of a message that is not protobuf logged a multi-line traceback per call."""
+    caplog.set_level(logging.DEBUG)
+    with grpc.insecure_channel(live.grpc_url) as channel:
+        call = channel.unary_unary(f"/{SERVICE.full_name}/ModelInfer")
+        with pytest.raises(grpc.RpcError) as refused:
+            call(b"\xff\xff\xff\xff not protobuf", timeout=10)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details() == "the message is not an inference.ModelInferRequest"
+    assert not [record for record in caplog.records if record.exc_info or "Traceback" in record.getMessage()]
