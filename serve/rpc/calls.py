@@ -110,9 +110,10 @@ class Calls:
             assert task is not None
             size = 0
             try:
-                await self.admission.take_turn(task, context.peer())
-                await self.admission.enter(task)
-                received = [await self.receive(task, requests, context)]
+                peer = context.peer()
+                await self.admission.take_turn(task, peer)
+                await self.admission.enter(task, peer)
+                received = [await self.receive(task, peer, requests, context)]
                 size = len(received[0])
                 loop = asyncio.get_running_loop()
                 code, details, answer = await loop.run_in_executor(self.pool, method.run, self.app, received)
@@ -127,7 +128,7 @@ class Calls:
         return grpc.stream_unary_rpc_method_handler(call)  # bytes in and out: parsed in `Method.run`
 
     async def receive(
-        self, task: asyncio.Task, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        self, task: asyncio.Task, peer: str, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> bytes:
         """The call's one message, within `read_seconds`; the call is ended with a status otherwise."""
         try:
@@ -136,6 +137,7 @@ class Calls:
         except StopAsyncIteration:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call carries no message")
         except TimeoutError:
+            self.admission.stall(peer)
             await context.abort(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"the message did not arrive within {self.read_seconds:g} s",
