@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from nnsql import quiet
-from nnsql.serve import manifests
+from nnsql.serve import manifests, options
 from nnsql.serve.master import Master, StartError, check_start
 
 
@@ -25,7 +25,7 @@ def default_workers() -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = options.Parser(
         prog="nnsql serve",
         description="Serve every model and version of a model repository (written by nnsql export onnx)\n"
         "over KServe V2 / Open Inference Protocol (REST, and gRPC with --grpc-port) and TF Serving\n"
@@ -43,76 +43,96 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="model repository (default model_repository), written by nnsql export onnx --repo",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument("--port", type=options.port, default=8000, help="HTTP port (default 8000)")
     parser.add_argument(
         "--grpc-port",
-        type=int,
+        type=options.port,
         help="also serve the KServe V2 gRPC protocol (and Triton's extensions) on this port, e.g. 8001",
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=options.at_least(1),
         default=default_workers(),
         help=f"worker processes sharing the port (default: the cores available, {default_workers()})",
     )
     parser.add_argument(
         "--threads",
-        type=int,
+        type=options.at_least(0),
         default=2,
         help="threads per worker that run requests (default 2; 0: on the event loop itself)",
     )
-    parser.add_argument("--max-batch-size", type=int, default=32, help="rows merged into one session.run")
+    parser.add_argument(
+        "--max-batch-size", type=options.at_least(1), default=32, help="rows merged into one session.run"
+    )
     parser.add_argument(
         "--max-batch-delay-ms",
-        type=float,
+        type=options.not_negative,
         default=0.0,
         help="wait this long for more rows (default 0: merge what is already queued)",
     )
-    parser.add_argument("--max-request-rows", type=int, default=1024, help="rows per request (413 above)")
     parser.add_argument(
-        "--max-body-mb", type=float, default=64, help="largest request body in MiB (413 above; default 64)"
+        "--max-request-rows", type=options.at_least(1), default=1024, help="rows per request (413 above)"
+    )
+    parser.add_argument(
+        "--max-body-mb",
+        type=options.positive,
+        default=64,
+        help="largest request body in MiB (413 above; default 64)",
     )
     parser.add_argument(
         "--max-buffered-mb",
-        type=float,
+        type=options.positive,
         default=512,
         help="request bodies held in memory at once, per worker, in MiB (503 above; default 512)",
     )
     parser.add_argument(
         "--request-timeout",
-        type=float,
+        type=options.positive,
         default=30,
         help="seconds a client has to send a whole request, headers and body (default 30)",
     )
     parser.add_argument(
         "--client-timeout",
-        type=float,
+        type=options.positive,
         default=30,
         help="seconds a kept-alive connection may wait for its next request (default 30)",
     )
     parser.add_argument(
         "--max-connections",
-        type=int,
+        type=options.at_least(1),
         default=1000,
         help="open connections per worker; at the cap the oldest idle or slow one is closed (default 1000)",
     )
     parser.add_argument(
         "--max-client-connections",
-        type=int,
+        type=options.at_least(1),
         default=64,
         help="open connections per client address and worker (default 64; raise it behind a proxy)",
     )
     parser.add_argument(
-        "--poll-seconds", type=float, default=1.0, help="how often the repository is rescanned"
+        "--poll-seconds", type=options.positive, default=1.0, help="how often the repository is rescanned"
     )
     parser.add_argument(
         "--worker-timeout",
-        type=float,
+        type=options.positive,
         default=30,
         help="seconds a worker may go without a heartbeat and without using CPU (stopped or hung) "
         "before it is killed and another started (default 30); a worker busy loading is waited for",
     )
     parser.add_argument("--api-key-file", help="require one of the keys in this file (one per line)")
+    parser.add_argument(
+        "--model-control",
+        choices=("none", "explicit"),
+        default="none",
+        help="none (default): the repository API cannot load or unload models; explicit: it can, "
+        "with the admin key",
+    )
+    parser.add_argument(
+        "--admin-key-env",
+        metavar="VARIABLE",
+        help="environment variable holding the admin key that loading and unloading need "
+        "(with --model-control explicit; never one of the scoring keys)",
+    )
     parser.add_argument(
         "--allowed-hosts",
         default="",
@@ -133,8 +153,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     manifests.add_options(parser)
     args = parser.parse_args(argv)
-    if args.workers < 1 or args.threads < 0:
-        parser.error("--workers must be at least 1 and --threads at least 0")
     if args.worker_timeout < 2:
         parser.error("--worker-timeout must be at least 2 seconds (workers beat every second)")
     return args
@@ -156,6 +174,8 @@ def app_config(args: argparse.Namespace) -> dict:
         "LISTEN_HOST": args.host,
         "ALLOWED_HOSTS": split(args.allowed_hosts),
         "ALLOWED_ORIGINS": split(args.allowed_origins),
+        "MODEL_CONTROL": args.model_control,
+        "ADMIN_KEY_ENV": args.admin_key_env,
     }
 
 
@@ -168,10 +188,12 @@ def grpc_settings(args: argparse.Namespace) -> dict | None:
         "port": args.grpc_port,
         "threads": max(2, args.threads),
         "max_message_bytes": int(args.max_body_mb * 1024 * 1024),
-        "max_concurrent_calls": args.max_connections,
+        # calls holding their message (a few copies of it each): as many as threads that run them
+        "max_calls_in_memory": max(2, args.threads),
         "max_connections": args.max_connections,
         "idle_seconds": args.client_timeout,
-        "max_age_seconds": args.request_timeout,  # bounds how long a call may hold a thread unsent
+        "max_age_seconds": args.request_timeout,  # connections are renewed: what they hold is let go
+        "read_seconds": args.request_timeout,  # a call's message, as a request's body over HTTP
         "reuse_port": True,  # every worker binds the port; the master checked that nobody else holds it
     }
 

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from nnsql.serve import tfserving, v2, web
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.extensions import routes as extensions
-from nnsql.serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_api_keys
+from nnsql.serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
 from nnsql.serve.handling import body_limit
 from nnsql.serve.metrics import Metrics
 from nnsql.serve.repository import ModelRepository
@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "ALLOWED_ORIGINS": [],
     "RUN_DIR": None,  # nnsql serve's run directory: the repository follows the master's plan there
     "WORKER_INDEX": 0,
+    "MODEL_CONTROL": "none",  # "explicit": the repository API may load and unload models
+    "ADMIN_KEY_ENV": None,  # the environment variable holding the admin key that loading needs
 }
 ACCESS_LOG = logging.getLogger("serve.access")
 __all__ = ["ACCESS_LOG", "KEY_REFUSED", "create_app", "key_accepted"]  # serve/rpc uses the last three
@@ -77,6 +79,7 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["metrics"] = metrics = Metrics()
     app.extensions["api_keys"] = read_api_keys(app.config["API_KEY_FILE"])
+    app.extensions["admin_keys"] = read_admin_key(app.config["MODEL_CONTROL"], app.config["ADMIN_KEY_ENV"])
     app.extensions["repository"] = ModelRepository(
         Path(app.config["REPO"]),
         max_batch=int(app.config["MAX_BATCH_SIZE"]),
@@ -110,6 +113,7 @@ def make_gate(app: Flask) -> Gate:
         listen_host=str(app.config["LISTEN_HOST"]),
         allowed_hosts=app.config["ALLOWED_HOSTS"],
         allowed_origins=app.config["ALLOWED_ORIGINS"],
+        admin_keys=app.extensions["admin_keys"],
     )
 
 

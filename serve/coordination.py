@@ -67,10 +67,12 @@ class Scanner:
         self.root = Path(root)
         self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
 
-    def say_once(self, path: Path, level: int, message: str) -> None:
-        """Log about a path once per change of the path, not on every scan."""
-        if self.said.get(path) != (message, stamp_of(path)):
-            self.said[path] = (message, stamp_of(path))
+    def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
+        """Log about a path once per change of the path (its `stamp`, now by default), not on every
+        scan."""
+        stamp = stamp_of(path) if stamp is None else stamp
+        if self.said.get(path) != (message, stamp):
+            self.said[path] = (message, stamp)
             LOG.log(level, "%s", message)
 
     def version_numbers(self, model_dir: Path) -> set[int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ INFER_ROUTES = (
     re.compile(r"/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?/infer"),
     re.compile(r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?:predict"),
 )
+CONTROL_ROUTE = re.compile(r"/v2/repository/models/[^/]+/(?:load|unload)")
+CONTROL_OFF = "model control is off: start the server with --model-control explicit and --admin-key-env"
+ADMIN_KEY_REFUSED = "loading and unloading models need the admin key: send Authorization: Bearer <admin key>"
 PREFLIGHT_HEADERS = "Authorization, Content-Type, X-API-Key, Inference-Header-Content-Length"
 
 
@@ -77,6 +81,35 @@ def key_accepted(authorization: str, api_key: str, keys: frozenset[str]) -> bool
     return any(hmac.compare_digest(offered, key.encode()) for key in keys)
 
 
+def control_refusal(
+    admin_keys: frozenset[str], authorization: str | None, api_key: str | None
+) -> Refusal | None:
+    """Why a load or unload is refused (model control off, or no admin key), or None: it may go on. The
+    scoring keys are not admin keys."""
+    if not admin_keys:
+        return Refusal(403, CONTROL_OFF)
+    if not key_accepted(authorization or "", api_key or "", admin_keys):
+        return Refusal(401, ADMIN_KEY_REFUSED, {"WWW-Authenticate": "Bearer"})
+    return None
+
+
+def read_admin_key(model_control: str, variable: str | None) -> frozenset[str]:
+    """The admin key (from the environment variable named `variable`) when model control is explicit;
+    ValueError in one line, naming the variable, never its value."""
+    if model_control != "explicit":
+        return frozenset()
+    if not variable:
+        raise ValueError(
+            "--model-control explicit needs an admin key: name its variable with --admin-key-env"
+        )
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise ValueError(f"--admin-key-env {variable}: the variable is not set, or empty")
+    if not key.isascii() or not key.isprintable() or " " in key:
+        raise ValueError(f"--admin-key-env {variable}: the key holds spaces, control or non-ASCII characters")
+    return frozenset({key})
+
+
 def host_name(host: str) -> str:
     """The name or address of a Host header, without its port and IPv6 brackets, lower case."""
     host = host.strip().lower()
@@ -109,10 +142,13 @@ class Gate:
         listen_host: str = "127.0.0.1",
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
+        admin_keys: frozenset[str] = frozenset(),
     ) -> None:
         """`limit_for_model(name, version)`: the body size that model takes and what it is, in words;
-        ScoringError (404) for an unknown model or version."""
+        ScoringError (404) for an unknown model or version. `admin_keys`: what loading and unloading
+        models need (none: model control is off)."""
         self.api_keys = api_keys
+        self.admin_keys = admin_keys
         self.limit_for_model = limit_for_model
         self.hosts = {"localhost", host_name(listen_host), *(h.strip().lower() for h in allowed_hosts)}
         self.host_verdicts: dict[str, bool] = {}  # Host header -> allowed, for the hosts seen
@@ -138,6 +174,11 @@ class Gate:
             # served without a key (a CORS preflight carries no credentials), and never with a body: a
             # large declared body would hold the worker's body budget (503 for everyone) before any key
             limit, what = OPEN_BODY_LIMIT, "a request that needs no API key"
+        elif CONTROL_ROUTE.fullmatch(path):
+            refusal = control_refusal(self.admin_keys, headers.get("authorization"), headers.get("x-api-key"))
+            if refusal is not None:
+                return refusal
+            limit, what = OPEN_BODY_LIMIT, "a repository request"
         elif not self.authorised(path, headers):
             return Refusal(401, KEY_REFUSED, {"WWW-Authenticate": "Bearer"})
         else:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 import nnsql
+from nnsql.serve import options
 
 Manifest = dict[str, Any]
 
@@ -64,7 +65,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--name", default="nnsql-serve", help="name of the Deployment, Service and runtime")
     group.add_argument("--namespace", help="namespace of every manifest (default: kubectl's)")
-    group.add_argument("--replicas", type=int, default=1)
+    group.add_argument("--replicas", type=options.at_least(1), default=1)
     group.add_argument("--pvc", default="nnsql-models", help="PersistentVolumeClaim holding the repository")
     group.add_argument("--api-key-secret", help="Secret whose key `keys` lists the API keys (--api-key-file)")
     group.add_argument("--cpu", default="1", help="CPU requested per pod (default 1)")

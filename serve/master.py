@@ -22,7 +22,7 @@ from typing import Any
 
 from nnsql.serve import rundir
 from nnsql.serve.coordination import Coordinator
-from nnsql.serve.gate import read_api_keys
+from nnsql.serve.gate import read_admin_key, read_api_keys
 from nnsql.serve.liveness import Watch, beat_path
 from nnsql.serve.worker import ENVIRONMENT
 
@@ -45,9 +45,12 @@ def check_start(args: argparse.Namespace) -> socket.socket:
     if not args.repo.is_dir():
         raise StartError(f"model repository {args.repo} is not a directory")
     try:
-        read_api_keys(args.api_key_file)
+        scoring = read_api_keys(args.api_key_file)
+        admin = read_admin_key(args.model_control, args.admin_key_env)
     except ValueError as error:
         raise StartError(str(error)) from None
+    if admin & scoring:
+        raise StartError(f"--admin-key-env {args.admin_key_env}: the admin key must not be a scoring key")
     listener = listen(args.host, args.port)
     if args.grpc_port is not None:
         probe(args.host, args.grpc_port)

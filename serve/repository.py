@@ -6,7 +6,6 @@ atomically (the dict of models is replaced, never mutated), a removed one disapp
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -24,7 +23,8 @@ from nnsql.serve.batching import Batcher
 from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from nnsql.serve.errors import ScoringError, bad_request, capped, not_found
 from nnsql.serve.outputs import kind_of
-from nnsql.serve.validation import InvalidVersion, bounded, check_version
+from nnsql.serve.snapshot import take as take_snapshot
+from nnsql.serve.validation import bounded, check_version
 
 LOG = logging.getLogger("nnsql.serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds
@@ -90,17 +90,14 @@ def load_version(
     observe_run: RunObserver | None = None,
     queue_changed: BatchObserver | None = None,
 ) -> LoadedModel:
-    """The version loaded and checked (serve.validation); InvalidVersion or the loader's error otherwise."""
-    try:
-        metadata = json.loads((directory / "metadata.json").read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InvalidVersion(f"metadata.json: {error}") from None
+    """The version loaded from a verified private copy of its files (serve.snapshot) and checked
+    (serve.validation); InvalidVersion or the loader's error otherwise."""
+    snapshot = take_snapshot(directory)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1  # concurrency comes from batching and server threads
-    session = onnxruntime.InferenceSession(
-        str(directory / "model.onnx"), options, providers=["CPUExecutionProvider"]
-    )
-    model = LoadedModel(name, version, check_version(metadata, session), session, on_run=observe_run)
+    session = onnxruntime.InferenceSession(snapshot.model, options, providers=["CPUExecutionProvider"])
+    metadata = check_version(snapshot.metadata, session)
+    model = LoadedModel(name, version, metadata, session, on_run=observe_run)
     label = f"{name}/{version}"
     model.batcher = Batcher(
         model.run,
@@ -154,10 +151,12 @@ class ModelRepository:
         self._thread: threading.Thread | None = None
 
     def try_load(self, name: str, number: int) -> LoadedModel | None:
-        """The version, or None when it is broken; a broken version is tried again only once it changes."""
+        """The version, or None when it is broken; a broken version is tried again only once it changes
+        (since before this attempt read it: a writer that finishes during the attempt is seen)."""
         directory = self.root / name / str(number)
+        before = stamp_of(directory)
         said = self.scanner.said.get(directory)
-        if said is not None and said[1] == stamp_of(directory):
+        if said is not None and said[1] == before:
             return None
         try:
             model = load_version(
@@ -173,7 +172,10 @@ class ModelRepository:
         except Exception as error:  # a broken version must not stop the others
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             self.failures[(name, number)] = f"cannot load {name} version {number}: {reason}"
-            self.scanner.say_once(directory, logging.ERROR, f"cannot load {name} version {number}: {error}")
+            message = f"cannot load {name} version {number}: {reason}"
+            if (name, number) in self.loaded:
+                message += " (its previous copy is still served)"
+            self.scanner.say_once(directory, logging.ERROR, message, stamp=before)
             return None
         self.failures.pop((name, number), None)
         self.scanner.said.pop(directory, None)
@@ -243,7 +245,11 @@ class ModelRepository:
                 for number in wanted.get(name, {}):
                     self.scanner.said.pop(self.root / name / str(number), None)
             self.stage(wanted)
-            failed = {f"{n}/{v}": why for (n, v), why in self.failures.items() if v in wanted.get(n, {})}
+            failed = {
+                f"{n}/{v}": why
+                for (n, v), why in self.failures.items()
+                if v in wanted.get(n, {}) and (n, v) not in self.loaded  # else its previous copy serves
+            }
             write_json(
                 self.state / f"ack-{self.worker}.json", {"generation": plan["generation"], "failed": failed}
             )

@@ -11,12 +11,14 @@ from typing import Any, Literal
 import numpy as np
 import simdjson
 
-from nnsql.serve.errors import bad_request
+from nnsql.serve.errors import ScoringError, bad_request, capped
 from nnsql.serve.jsonbody import check_values, document, loads
 from nnsql.serve.repository import LoadedModel
 from nnsql.serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+MAX_ID_CHARS = 256  # the request's "id", echoed in the answer
+MAX_TEXT_CHARS = 4096  # a string among a request's parameters
 JsonList = (list, simdjson.Array)
 JsonObject = (dict, simdjson.Object)
 
@@ -29,7 +31,8 @@ def load_json(raw: bytes, max_values: int | None = None) -> Any:
 
 
 def parameters(item: Any, where: str) -> dict:
-    """The optional 'parameters' object of a request, input or output; anything else is a 400."""
+    """The optional 'parameters' object of a request, input or output; anything else is a 400. Its
+    strings are short (serve.jsonbody bounds the count of values, not their length)."""
     if "parameters" not in item:  # simdjson's get() of a missing key costs 20 times a membership test
         return {}
     value = item.get("parameters")
@@ -37,7 +40,28 @@ def parameters(item: Any, where: str) -> dict:
         return {}
     if not isinstance(value, JsonObject):
         raise bad_request(f"'parameters' of {where} must be an object")
-    return value if isinstance(value, dict) else value.as_dict()
+    found = value if isinstance(value, dict) else value.as_dict()
+    for key, entry in found.items():
+        if isinstance(entry, str) and len(entry) > MAX_TEXT_CHARS:
+            raise too_long(f"parameter {capped(str(key), 40)!r} of {where}", len(entry), MAX_TEXT_CHARS)
+    return found
+
+
+def too_long(what: str, length: int, limit: int) -> ScoringError:
+    return ScoringError(f"{what} holds {length} characters; at most {limit} are accepted", 413)
+
+
+def request_id(request: Any) -> str | None:
+    """The request's 'id', echoed in the answer: a short string (a long one would be kept and written
+    back whole, beyond what the request's tensors may cost)."""
+    if "id" not in request:
+        return None
+    value = request.get("id")
+    if not isinstance(value, str):
+        raise bad_request("'id' must be a string")
+    if len(value) > MAX_ID_CHARS:
+        raise too_long("'id'", len(value), MAX_ID_CHARS)
+    return value
 
 
 def check_numbers(name: str, data: Any) -> None:
@@ -185,6 +209,7 @@ def decode_v2_inputs(request: Any, binary: bytes, model: LoadedModel) -> dict[st
     tensors = request.get("inputs")
     if not isinstance(tensors, JsonList) or not tensors:
         raise bad_request("'inputs' must be a non-empty list of tensors")
+    request_id(request)
     parameters(request, "the request")
     feeds: dict[str, np.ndarray] = {}
     offset = 0
@@ -304,18 +329,10 @@ def encode_v2_response(
             tensor["data"] = values.ravel().tolist()
         tensors.append(tensor)
     response = {"model_name": model.name, "model_version": str(model.version), "outputs": tensors}
-    if "id" in request:
-        response["id"] = plain(request.get("id"))
+    identifier = request_id(request)
+    if identifier is not None:
+        response["id"] = identifier
     return response, b"".join(chunks)
-
-
-def plain(value: Any) -> Any:
-    """A value of a simdjson document as Python objects (for echoing it back)."""
-    if isinstance(value, simdjson.Object):
-        return value.as_dict()
-    if isinstance(value, simdjson.Array):
-        return value.as_list()
-    return value
 
 
 def decode_tfserving(

@@ -62,8 +62,20 @@ async def serve(settings: dict[str, Any], heartbeat: Heartbeat) -> None:
     app.extensions["repository"].close()
 
 
+def return_large_blocks() -> None:
+    """Blocks of a MiB and more mapped on their own, so they go back to the system once freed: request
+    bodies and gRPC messages come and go, and glibc would otherwise keep each size it saw in its heap
+    (a worker's memory then grows with every burst of large calls and never shrinks)."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its own policy
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return_large_blocks()
     settings = json.loads(os.environ[ENVIRONMENT])
     logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
     if not settings.get("access_log", False):

@@ -11,6 +11,7 @@ from flask import current_app
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.extensions.config import model_config
 from nnsql.serve.extensions.statistics import model_statistics
+from nnsql.serve.gate import CONTROL_OFF
 from nnsql.serve.handling import metrics, repository
 from nnsql.serve.repository import LoadedModel
 from nnsql.serve.v2 import model_metadata
@@ -59,10 +60,19 @@ def refuse_overrides(parameters: dict[str, Any]) -> None:
         )
 
 
+def require_model_control() -> None:
+    """Loading and unloading are off unless the server was started with --model-control explicit (the
+    transports check the admin key; this holds for any caller)."""
+    if not current_app.extensions.get("admin_keys"):
+        raise ScoringError(CONTROL_OFF, 403)
+
+
 def load_model(name: str, parameters: dict[str, Any]) -> None:
+    require_model_control()
     refuse_overrides(parameters)
     repository().load(name)
 
 
 def unload_model(name: str) -> None:
+    require_model_control()
     repository().unload(name)

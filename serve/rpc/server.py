@@ -1,119 +1,146 @@
 """The gRPC server of one process: the GRPCInferenceService on `--grpc-port`, beside the HTTP server and
 sharing its app (models, batchers, metrics, API keys), plus server reflection (for grpcurl and the like).
 
-grpc-core reads requests on its own threads and hands a thread of the pool only a whole message; a call
-without a valid API key is refused from its metadata, before its message is read. Each worker process
-of a multi-process server runs its own gRPC server on the same port (`reuse_port`, SO_REUSEPORT), created
-after the fork: gRPC must not have started in the parent.
+It is grpcio's asyncio server, on an event loop of its own thread: a call waiting for its message, or
+a reflection stream waiting for its next request, is a coroutine that waits, never a pool thread
+(serve/rpc/calls.py). With API keys, every call but the health checks, reflection included, is refused
+from its metadata before its message is read. Each worker process of a multi-process server runs its
+own gRPC server on the same port (`reuse_port`, SO_REUSEPORT), created after the fork.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import time
+import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from flask import Flask, g
+from flask import Flask
 from grpc_reflection.v1alpha import reflection
 
-from nnsql.serve.app import ACCESS_LOG, KEY_REFUSED, key_accepted
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.rpc.messages import POOL, SERVICE, SERVICE_NAME, message
+from nnsql.serve.app import KEY_REFUSED, key_accepted
+from nnsql.serve.gate import Refusal, control_refusal
+from nnsql.serve.rpc.admission import Admission
+from nnsql.serve.rpc.calls import STATUS_CODES, Calls, Method
+from nnsql.serve.rpc.messages import POOL, SERVICE, SERVICE_NAME
 from nnsql.serve.rpc.service import InferenceService
 
-LOG = logging.getLogger("nnsql.serve.rpc")
 OPEN_METHODS = {"ServerLive", "ServerReady"}  # as /v2/health/* over HTTP
-STATUS_CODES = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    403: grpc.StatusCode.PERMISSION_DENIED,
-    404: grpc.StatusCode.NOT_FOUND,
-    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    415: grpc.StatusCode.INVALID_ARGUMENT,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-}
+CONTROL_METHODS = {"RepositoryModelLoad", "RepositoryModelUnload"}  # need the admin key
+# Calls one connection may have open at once (HTTP/2 streams; a client queues the others): once one
+# call of a connection reads a large message, grpc-core takes in the messages of its other open calls
+# too, so this bounds what one connection can make a worker hold.
+STREAMS_PER_CONNECTION = 8
 
 
-def log_call(method: str, code: grpc.StatusCode, started: float, size_in: int, size_out: int) -> None:
-    """The access log line of a call, in the HTTP server's fields."""
-    entry = {
-        "method": "gRPC",
-        "path": method,
-        "status": code.name,
-        "ms": round(1000 * (time.perf_counter() - started), 3),
-        "model": g.get("model_name"),
-        "bytes_in": size_in,
-        "bytes_out": size_out,
-    }
-    ACCESS_LOG.info(json.dumps(entry))
-
-
-def behaviour(app: Flask, name: str, method: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
-    """The method run in the app's context, its ScoringError turned into the matching gRPC status with
-    the same one-line message as over HTTP, any other error into INTERNAL without details."""
-
-    def call(request: Any, context: grpc.ServicerContext) -> Any:
-        started = time.perf_counter()
-        with app.app_context():
-            try:
-                response = method(request)
-                log_call(name, grpc.StatusCode.OK, started, request.ByteSize(), response.ByteSize())
-                return response
-            except ScoringError as error:
-                code, details = STATUS_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message
-            except Exception as error:
-                LOG.exception("unexpected error in %s", name)
-                code, details = grpc.StatusCode.INTERNAL, f"internal error ({type(error).__name__})"
-            log_call(name, code, started, request.ByteSize(), 0)
-        context.abort(code, details)
-
-    return call
-
-
-def handlers(app: Flask) -> grpc.GenericRpcHandler:
+def handlers(calls: Calls) -> grpc.GenericRpcHandler:
     service = InferenceService()
     methods = {
-        rpc.name: grpc.unary_unary_rpc_method_handler(
-            behaviour(app, rpc.name, getattr(service, rpc.name)),
-            request_deserializer=message(rpc.input_type.name).FromString,
-            response_serializer=lambda response: response.SerializeToString(),
-        )
+        rpc.name: calls.handler(Method(rpc.name, rpc.input_type.name, getattr(service, rpc.name)))
         for rpc in SERVICE.methods
     }
     return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 
-def refuse_key(requests: Any, context: grpc.ServicerContext) -> None:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, KEY_REFUSED)
+async def refuse_key(requests: Any, context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNAUTHENTICATED, KEY_REFUSED)
 
 
-class KeyCheck(grpc.ServerInterceptor):
-    """Every call but the health checks (and reflection) needs an API key in its metadata, as over HTTP:
-    `authorization: Bearer <key>` or `x-api-key: <key>`."""
+class KeyCheck(grpc.aio.ServerInterceptor):
+    """With keys, every call but the health checks needs one in its metadata, as over HTTP:
+    `authorization: Bearer <key>` or `x-api-key: <key>`. Reflection too: it would otherwise be a
+    keyless way in."""
 
-    # A streaming handler that never reads: the refused call's message is left unread.
+    # A handler that never reads: the refused call's message is left unread.
     REFUSAL = grpc.stream_unary_rpc_method_handler(refuse_key)
 
-    def __init__(self, keys: frozenset[str]) -> None:
+    def __init__(self, keys: frozenset[str], admin_keys: frozenset[str]) -> None:
         self.keys = keys
+        self.admin_keys = admin_keys
 
-    def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         service, _, method = details.method.strip("/").partition("/")
-        if not self.keys or service != SERVICE_NAME or method in OPEN_METHODS:
-            return continuation(details)
-        metadata = {key: value for key, value in details.invocation_metadata if isinstance(value, str)}
+        metadata = {key: value for key, value in details.invocation_metadata or () if isinstance(value, str)}
+        if service == SERVICE_NAME and method in CONTROL_METHODS:
+            refusal = control_refusal(
+                self.admin_keys, metadata.get("authorization"), metadata.get("x-api-key")
+            )
+            return await continuation(details) if refusal is None else refusing(refusal)
+        if not self.keys or (service == SERVICE_NAME and method in OPEN_METHODS):
+            return await continuation(details)
         if key_accepted(metadata.get("authorization", ""), metadata.get("x-api-key", ""), self.keys):
-            return continuation(details)
+            return await continuation(details)
         return self.REFUSAL
+
+
+def refusing(refusal: Refusal) -> grpc.RpcMethodHandler:
+    """A handler that ends the call with the refusal's status, its message left unread."""
+    code = STATUS_CODES[refusal.status]
+
+    async def refuse(requests: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(code, refusal.message)
+
+    return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 def address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Loop:
+    """The process's event loop for gRPC, on a daemon thread, started on first use."""
+
+    lock = threading.Lock()
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def run(cls, coroutine: Any) -> Any:
+        """Run `coroutine` on the loop and wait for its result."""
+        with cls.lock:
+            if cls.loop is None:
+                cls.loop = asyncio.new_event_loop()
+                threading.Thread(target=cls.loop.run_forever, name="grpc-loop", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, cls.loop).result()
+
+
+class GrpcServer:
+    """An asyncio gRPC server, started and stopped from any thread."""
+
+    def __init__(self, server: grpc.aio.Server, pool: ThreadPoolExecutor) -> None:
+        self.server = server
+        self.pool = pool
+
+    def start(self) -> None:
+        Loop.run(self.server.start())
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting calls, give running ones `grace` seconds, and wait until it is done."""
+        Loop.run(self.server.stop(grace))
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def server_options(
+    max_message_bytes: int, reuse_port: bool, max_connections: int, idle_seconds: float, age: float | None
+) -> list[tuple[str, int]]:
+    """Connections are capped and closed when idle, as over HTTP (the worker's file descriptors are
+    shared with its HTTP server). With `age`, a connection is told to go away (GOAWAY: clients
+    reconnect) after that long, and closed when its calls have not finished that long after."""
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.so_reuseport", int(reuse_port)),
+        # no flow-control window growth: a call whose message is not asked for yet holds 64 KiB of it
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+        ("grpc.max_allowed_incoming_connections", max_connections),
+        ("grpc.max_connection_idle_ms", int(idle_seconds * 1000)),
+        ("grpc.server_handshake_timeout_ms", int(idle_seconds * 1000)),
+    ]
+    if age is not None:
+        options += [("grpc.max_connection_age_ms", int(age * 1000))]
+        options += [("grpc.max_connection_age_grace_ms", int(age * 1000))]
+    return options
 
 
 def create_grpc_server(
@@ -123,49 +150,38 @@ def create_grpc_server(
     *,
     threads: int = 8,
     max_message_bytes: int = 64 * 1024 * 1024,
-    max_concurrent_calls: int = 1000,
+    max_calls_in_memory: int = 8,
     max_connections: int = 1000,
     idle_seconds: float = 30.0,
     max_age_seconds: float | None = None,
+    read_seconds: float = 30.0,
     reuse_port: bool = False,
-) -> tuple[grpc.Server, int]:
+) -> tuple[GrpcServer, int]:
     """The server (not started) and the port it is bound to (port 0: a free one); OSError in one line
-    when the port cannot be bound. Connections are capped and closed when idle, as over HTTP: the
-    worker's file descriptors are shared with its HTTP server, which idle gRPC connections exhausted.
-    With `max_age_seconds`, a connection is told to go away (GOAWAY: clients reconnect) after that
-    long, and closed when its calls have not finished that long after: grpcio has no deadline for a
-    call's message, and a call waiting for one holds a pool thread (there are 2) and its connection."""
-    age = []
-    if max_age_seconds is not None:
-        age = [
-            ("grpc.max_connection_age_ms", int(max_age_seconds * 1000)),
-            ("grpc.max_connection_age_grace_ms", int(max_age_seconds * 1000)),
-        ]
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
-        handlers=[handlers(app)],
-        interceptors=[KeyCheck(app.extensions["api_keys"])],
-        options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.so_reuseport", int(reuse_port)),
-            # no flow-control window growth: a call waiting for a pool thread holds 64 KiB of its
-            # message, not all of it (80 calls of 18 MB held 1.4 GB otherwise)
-            ("grpc.http2.bdp_probe", 0),
-            ("grpc.max_allowed_incoming_connections", max_connections),
-            ("grpc.max_connection_idle_ms", int(idle_seconds * 1000)),
-            ("grpc.server_handshake_timeout_ms", int(idle_seconds * 1000)),
-            *age,
-        ],
-        maximum_concurrent_rpcs=max_concurrent_calls,
-    )
-    reflection.enable_server_reflection([SERVICE_NAME, reflection.SERVICE_NAME], server, pool=POOL)
-    try:
-        bound = server.add_insecure_port(address(host, port))
-    except RuntimeError:  # grpcio raises where older versions returned 0
-        bound = 0
+    when the port cannot be bound. `max_calls_in_memory` calls hold their message at once (each up to
+    `max_message_bytes`); a call's message must arrive within `read_seconds` of its turn."""
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc")
+    calls = Calls(app, pool, Admission(max_calls_in_memory), read_seconds)
+    options = server_options(max_message_bytes, reuse_port, max_connections, idle_seconds, max_age_seconds)
+
+    async def build() -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(
+            handlers=[handlers(calls)],
+            interceptors=[KeyCheck(app.extensions["api_keys"], app.extensions["admin_keys"])],
+            options=options,
+        )
+        reflection.enable_server_reflection([SERVICE_NAME, reflection.SERVICE_NAME], server, pool=POOL)
+        try:
+            bound = server.add_insecure_port(address(host, port))
+        except RuntimeError:  # grpcio raises where older versions returned 0
+            bound = 0
+        return server, bound
+
+    server, bound = Loop.run(build())
     if not bound:
+        pool.shutdown(wait=False)
         raise OSError(f"cannot listen for gRPC on {address(host, port)}: the port is in use or not allowed")
-    return server, bound
+    return GrpcServer(server, pool), bound
 
 
 def grpc_service(host: str, port: int, **options: Any) -> Callable[[Flask], Callable[[], None]]:
@@ -175,6 +191,6 @@ def grpc_service(host: str, port: int, **options: Any) -> Callable[[Flask], Call
     def start(app: Flask) -> Callable[[], None]:
         server, _ = create_grpc_server(app, host, port, **options)
         server.start()
-        return lambda: server.stop(grace=5).wait()
+        return lambda: server.stop(grace=5)
 
     return start

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from flask import current_app
 from google.protobuf import json_format
 
 from nnsql.serve import v2
@@ -107,6 +108,14 @@ def infer_response(document: dict[str, Any], raw: bytes) -> Any:
     return response
 
 
+def check_rows(request: Any) -> None:
+    """The row limit on the declared shapes, before any tensor is copied out of the message."""
+    rows = max((tensor.shape[0] for tensor in request.inputs if tensor.shape), default=0)
+    limit = int(current_app.config["MAX_REQUEST_ROWS"])
+    if rows > limit:
+        raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
+
+
 def version_or_latest(version: str) -> str | None:
     return version or None  # proto3: an unset string is "", meaning the latest version
 
@@ -139,6 +148,7 @@ class InferenceService:
         model = v2.ready_model(request.model_name, version_or_latest(request.model_version))
         if request.ByteSize() > request_limit(model):
             raise too_large(model)
+        check_rows(request)
         document, binary = infer_document(request)
         return infer_response(*v2.run_v2(model, document, binary, "grpc"))
 

@@ -73,3 +73,34 @@ def test_a_missing_repository_or_key_file_is_one_line(onnx_repo, tmp_path):
 
 def test_an_address_that_cannot_be_listened_on_is_one_line(onnx_repo):
     assert "cannot listen" in start_error("--repo", str(onnx_repo), "--host", "192.0.2.1", "--port", "0")
+
+
+def test_numeric_options_out_of_range_are_one_line_at_parse_time(onnx_repo):
+    """A port beyond 65535 or below 0 and a NaN body limit gave tracebacks; zero and negative limits
+    started a server that refused every request."""
+    for option, value, said in [
+        ("--port", "70000", "is not a port"),
+        ("--port", "-1", "is not a port"),
+        ("--grpc-port", "65536", "is not a port"),
+        ("--max-body-mb", "nan", "is not a finite number"),
+        ("--max-buffered-mb", "0", "must be more than 0"),
+        ("--request-timeout", "-3", "must be more than 0"),
+        ("--poll-seconds", "inf", "is not a finite number"),
+        ("--max-request-rows", "0", "must be at least 1"),
+        ("--max-connections", "-5", "must be at least 1"),
+        ("--workers", "x", "is not a whole number"),
+    ]:
+        line = start_error("--repo", str(onnx_repo), f"{option}={value}")
+        assert line.startswith(f"error: argument {option}: ") and said in line, line
+
+
+def test_model_control_needs_an_admin_key_other_than_the_scoring_keys(onnx_repo, tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    keys.write_text("shared-key\n")
+    repo = ("--repo", str(onnx_repo), "--api-key-file", str(keys), "--model-control", "explicit")
+    assert "--admin-key-env" in start_error(*repo)
+    monkeypatch.delenv("NNSQL_CLI_ADMIN", raising=False)
+    assert "not set" in start_error(*repo, "--admin-key-env", "NNSQL_CLI_ADMIN")
+    monkeypatch.setenv("NNSQL_CLI_ADMIN", "shared-key")
+    line = start_error(*repo, "--admin-key-env", "NNSQL_CLI_ADMIN")
+    assert "must not be a scoring key" in line and "shared-key" not in line  # the name, never the value

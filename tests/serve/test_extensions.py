@@ -14,14 +14,19 @@ from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
 TRANSPORTS = ("http", "grpc")
+ADMIN_KEY = "admin-key-0123456789"
+ADMIN_VARIABLE = "NNSQL_TEST_ADMIN_KEY"
+CONTROL = {"MODEL_CONTROL": "explicit", "ADMIN_KEY_ENV": ADMIN_VARIABLE}  # load and unload allowed
 
 
 class Client:
     """tritonclient over one transport; documents come back as plain JSON (int64 as int) either way."""
 
-    def __init__(self, live, transport: str, headers: dict | None = None) -> None:
+    def __init__(self, live, transport: str, headers: dict | None = None, admin: bool = True) -> None:
         self.transport = transport
         self.headers = headers
+        # loading and unloading carry the admin key, never the scoring key
+        self.admin_headers = {"x-api-key": ADMIN_KEY} if admin else headers
         if transport == "http":
             self.client = triton_http.InferenceServerClient(live.url.removeprefix("http://"))
         else:
@@ -57,7 +62,8 @@ class Client:
     def __getattr__(self, name: str):
         """The client's other calls (is_model_ready, load_model, ...), with this client's headers."""
         method = getattr(self.client, name)
-        return method if name == "close" else lambda *args, **kw: method(*args, headers=self.headers, **kw)
+        headers = self.admin_headers if name in ("load_model", "unload_model") else self.headers
+        return method if name == "close" else lambda *args, **kw: method(*args, headers=headers, **kw)
 
 
 # The 64-bit integer fields of these documents, which protobuf's JSON form writes as strings.
@@ -74,9 +80,14 @@ def integers(document, key: str = ""):
     return int(document) if key in INT64_FIELDS and isinstance(document, str) else document
 
 
+@pytest.fixture(autouse=True)
+def admin_key(monkeypatch):
+    monkeypatch.setenv(ADMIN_VARIABLE, ADMIN_KEY)
+
+
 @pytest.fixture(params=TRANSPORTS)
-def client(request, live):
-    client = Client(live, request.param)
+def client(request, serve_app):
+    client = Client(serve_app(**CONTROL), request.param)
     yield client
     client.close()
 
@@ -133,7 +144,7 @@ def test_load_retries_a_broken_version_and_says_why_it_fails(client, serve_app, 
     (repo / "broken" / "1").mkdir(parents=True)
     (repo / "broken" / "1" / "model.onnx").write_bytes(b"not onnx")
     (repo / "broken" / "1" / "metadata.json").write_text("{}")
-    server = serve_app(REPO=str(repo))
+    server = serve_app(REPO=str(repo), **CONTROL)
     other = Client(server, client.transport)
     broken = next(m for m in other.index() if m["name"] == "broken")
     assert broken["state"] == "UNAVAILABLE" and "cannot load broken version 1" in broken["reason"]
@@ -161,7 +172,7 @@ def test_unload_through_one_worker_holds_in_every_worker(serve_app, onnx_repo, t
     try:
         shared = {"RUN_DIR": str(tmp_path / "run"), "POLL_SECONDS": 60}
         starting = [
-            threading.Thread(target=lambda i=i: apps.append(serve_app(**shared, WORKER_INDEX=i)))
+            threading.Thread(target=lambda i=i: apps.append(serve_app(**shared, **CONTROL, WORKER_INDEX=i)))
             for i in (0, 1)
         ]
         apps: list = []
@@ -220,8 +231,8 @@ def test_statistics_count_requests_rows_and_time_per_version(serve_app):
 def test_repository_and_statistics_need_the_api_key(serve_app, tmp_path, transport):
     keys = tmp_path / "keys"
     keys.write_text("s3cret-key\n")
-    server = serve_app(API_KEY_FILE=str(keys))
-    anonymous = Client(server, transport)
+    server = serve_app(API_KEY_FILE=str(keys), **CONTROL)
+    anonymous = Client(server, transport, admin=False)
     for call in (
         anonymous.index,
         lambda: anonymous.unload_model("mnist"),
@@ -229,7 +240,7 @@ def test_repository_and_statistics_need_the_api_key(serve_app, tmp_path, transpo
         anonymous.statistics,
         lambda: anonymous.config("mnist"),
     ):
-        with pytest.raises(InferenceServerException, match="API key"):
+        with pytest.raises(InferenceServerException, match=r"API key|admin key"):
             call()
     key = (
         {"authorization": "Bearer s3cret-key"}
@@ -243,3 +254,50 @@ def test_repository_and_statistics_need_the_api_key(serve_app, tmp_path, transpo
     assert trusted.config("mnist")["name"] == "mnist" and len(trusted.index()) == 2
     anonymous.close()
     trusted.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_model_control_is_off_unless_asked_and_needs_the_admin_key(serve_app, tmp_path, transport):
+    """Load and unload needed only the scoring key, and were on by default: any key holder could take
+    every model out of service."""
+    keys = tmp_path / "keys"
+    keys.write_text("s3cret-key\n")
+    scoring = {"x-api-key": "s3cret-key"}
+    default = Client(serve_app(API_KEY_FILE=str(keys)), transport, headers=scoring)
+    for call in (lambda: default.unload_model("mnist"), lambda: default.load_model("mnist")):
+        with pytest.raises(InferenceServerException, match="model control is off") as refused:
+            call()
+        assert "403" in str(refused.value.status()) or "PERMISSION_DENIED" in str(refused.value.status())
+    assert default.is_model_ready("mnist")
+    controlled = Client(serve_app(API_KEY_FILE=str(keys), **CONTROL), transport, headers=scoring, admin=False)
+    for call in (lambda: controlled.unload_model("mnist"), lambda: controlled.load_model("mnist")):
+        with pytest.raises(InferenceServerException, match="need the admin key"):
+            call()  # the scoring key is not the admin key
+    assert controlled.is_model_ready("mnist")
+    default.close()
+    controlled.close()
+
+
+def test_the_repository_index_shows_no_paths_of_the_server(serve_app, onnx_repo, tmp_path):
+    """A version that could not be read was listed with the reason the loader gave, which held the
+    repository's absolute path on the server."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(onnx_repo / "mnist", repo / "mnist")
+    for name, broken in (("unreadable", "directory"), ("garbled", "not json"), ("foreign", "other model")):
+        version = repo / name / "1"
+        shutil.copytree(onnx_repo / "mnist" / "1", version)
+        metadata = version / "metadata.json"
+        if broken == "directory":
+            metadata.unlink()
+            metadata.mkdir()
+        elif broken == "not json":
+            metadata.write_text("{")
+        else:
+            (version / "model.onnx").write_bytes(b"not the model the metadata describes")
+    server = serve_app(REPO=str(repo))
+    index = requests.post(f"{server.url}/v2/repository/index", json={}, timeout=10).json()
+    reasons = {entry["name"]: entry["reason"] for entry in index if entry["state"] != "READY"}
+    assert sorted(reasons) == ["foreign", "garbled", "unreadable"]
+    assert all(reason and str(tmp_path) not in reason and "/" not in reason for reason in reasons.values())

@@ -283,7 +283,11 @@ def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process)
         while any(sender.is_alive() for sender in senders):
             peak = max(peak, resident_mib(worker))
             time.sleep(0.05)
-    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 60
+    # refused once read (the row limit), or made room for newer calls while still being received
+    assert len(codes) == 60 and set(codes) <= {
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.UNAVAILABLE,
+    }
     print(f"worker resident memory: {before:.0f} MiB, at most {peak:.0f} MiB during the calls")
     assert peak - before < 500  # 60 × 18.8 MB read at once would be 1,130 MB
 
@@ -382,3 +386,15 @@ def test_calls_that_never_send_their_message_hold_the_workers_threads_for_a_boun
         for call in held:
             call.cancel()
         channel.close()
+
+
+def test_a_malformed_message_is_invalid_argument_in_one_log_line(live, caplog):
+    """grpcio's own parsing of a message that is not protobuf logged a multi-line traceback per call."""
+    caplog.set_level(logging.DEBUG)
+    with grpc.insecure_channel(live.grpc_url) as channel:
+        call = channel.unary_unary(f"/{SERVICE.full_name}/ModelInfer")
+        with pytest.raises(grpc.RpcError) as refused:
+            call(b"\xff\xff\xff\xff not protobuf", timeout=10)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details() == "the message is not an inference.ModelInferRequest"
+    assert not [record for record in caplog.records if record.exc_info or "Traceback" in record.getMessage()]

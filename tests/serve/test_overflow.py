@@ -5,7 +5,10 @@ beyond float32's range is refused as an input everywhere (docs/security.md)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import requests
+import tritonclient.grpc as triton_grpc
+from tritonclient.utils import InferenceServerException
 
 from tests import models
 from tests.export.executors import DuckDBExecutor
@@ -36,6 +39,15 @@ def test_an_overflow_inside_the_network_is_refused_by_the_scorer_and_scored_in_s
     response = requests.post(f"{live.url}/v2/models/overflow/infer", json=body, timeout=30)
     assert response.status_code == 422
     assert response.json()["error"].startswith("output 'probabilities' of row 1 is not finite")
+    rows = np.array([[0.5, 0.5], [3e38, 3e38]], np.float32)
+    tensor = triton_grpc.InferInput("features", [2, 2], "FP32")
+    tensor.set_data_from_numpy(rows)
+    client = triton_grpc.InferenceServerClient(url=live.grpc_url)
+    with pytest.raises(InferenceServerException) as refused:  # the client's input, not a server fault
+        client.infer("overflow", [tensor])
+    client.close()
+    assert refused.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert refused.value.message() == response.json()["error"]
     body["inputs"][0]["data"][2] = 3.5e38  # beyond float32: refused as an input, like NaN
     response = requests.post(f"{live.url}/v2/models/overflow/infer", json=body, timeout=30)
     assert response.status_code == 400 and "beyond the range of float32" in response.json()["error"]

@@ -30,7 +30,6 @@ IRIS = ["setosa", "versicolor", "virginica"]
 PAYLOAD = "window.__xss=(window.__xss||0)+1;document.title='stolen:'+document.getElementById('key').value"
 HOSTILE_NAME = f'<img src=x onerror="{PAYLOAD}">'
 HOSTILE_LABELS = [f'<img src=x{i} onerror="{PAYLOAD}">' for i in range(9)] + ["<b>bold</b>"]
-HOSTILE_SHA = f'<svg onload="{PAYLOAD}"></svg>'
 
 pytestmark = [
     pytest.mark.slow,  # a browser and four exports: about a minute for the module
@@ -80,7 +79,7 @@ def page_repo(tmp_path_factory, onnx_repo) -> Path:
     hostile = repo / HOSTILE_NAME / "1"
     shutil.copytree(onnx_repo / "mnist" / "1", hostile)
     metadata = json.loads((hostile / "metadata.json").read_text())
-    metadata.update(classes=HOSTILE_LABELS, sha256=HOSTILE_SHA)
+    metadata.update(classes=HOSTILE_LABELS)  # its sha256 is checked: only the labels can carry markup
     (hostile / "metadata.json").write_text(json.dumps(metadata))
     return repo
 
@@ -303,7 +302,7 @@ def test_hostile_labels_names_and_metadata_stay_text(page_server, chromium):
     from selenium.webdriver.support.ui import Select
 
     assert Select(chromium.find_element("id", "model")).first_selected_option.text == HOSTILE_NAME
-    assert HOSTILE_SHA in chromium.find_element("id", "about").text
+    assert "<b>bold</b>" in chromium.find_element("id", "about").text  # the classes, as text
     screenshot(chromium, "hostile-labels-as-text")
 
 

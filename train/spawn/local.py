@@ -87,6 +87,24 @@ def printed_outputs(log: str, since: float) -> list[Path]:
     return sorted(found, key=found.__getitem__, reverse=True)
 
 
+def refuse_link(path: Path) -> None:
+    print(f"not collected: {path} is a symbolic link (outputs are copied, never followed)", file=sys.stderr)
+
+
+def copy_outputs(source: Path, target: Path) -> None:
+    """Copy the directory `source` into `target`, leaving out (and naming) every symbolic link: a worker
+    could otherwise hand back any file its user can read, such as a link to /etc/passwd saved as
+    model.keras, and spawn would report it as the model."""
+
+    def links(directory: str, names: list[str]) -> list[str]:
+        found = [name for name in names if os.path.islink(os.path.join(directory, name))]
+        for name in found:
+            refuse_link(Path(directory, name))
+        return found
+
+    shutil.copytree(source, target, ignore=links, dirs_exist_ok=True)
+
+
 def signal_group(group: int, number: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
         os.killpg(group, number)
@@ -175,12 +193,15 @@ class LocalBackend:
         source = Path(spec.shared_dir) / "output"
         target = spec.run_dir / "model"
         if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True)
+            copy_outputs(source, target)
         printed = []
         for path in printed_outputs(self.logs(spec, 0), self.started):
+            if path.is_symlink():
+                refuse_link(path)
+                continue
             copy = target / path.name
             if path.is_dir():
-                shutil.copytree(path, copy, dirs_exist_ok=True)
+                copy_outputs(path, copy)
             else:
                 target.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, copy)

@@ -1,0 +1,65 @@
+"""A version's files as the scorer loads them: a private copy of model.onnx, checked against the sha256
+its metadata.json records, so a file being rewritten (in place, truncated, half-copied, renamed over) is
+never what a session runs.
+
+The copy is taken first and the digest computed on the copy: bytes read once, in memory, that no writer
+can change afterwards. onnxruntime then builds the session from those very bytes, not from the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nnsql.serve.validation import InvalidVersion
+
+MODEL_FILE = "model.onnx"
+METADATA_FILE = "metadata.json"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The metadata and the verified bytes of one version's model."""
+
+    metadata: Any
+    model: bytes
+
+
+def read_metadata(directory: Path) -> Any:
+    """The version's metadata; InvalidVersion saying why not, without the file's path (the repository
+    index shows it to clients)."""
+    try:
+        return json.loads((directory / METADATA_FILE).read_text())
+    except OSError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: {error.strerror or type(error).__name__}") from None
+    except UnicodeDecodeError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: not UTF-8 ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise InvalidVersion(f"{METADATA_FILE}: not JSON ({error.msg} at line {error.lineno})") from None
+
+
+def expected_digest(metadata: Any) -> str:
+    digest = metadata.get("sha256") if isinstance(metadata, dict) else None
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise InvalidVersion(f"{METADATA_FILE} holds no sha256 of {MODEL_FILE} (nnsql export onnx writes it)")
+    return digest.lower()
+
+
+def take(directory: Path) -> Snapshot:
+    """The version's metadata and a private copy of its model, whose sha256 matches the metadata's;
+    InvalidVersion otherwise (a file being written, or files of two different exports)."""
+    metadata = read_metadata(directory)
+    expected = expected_digest(metadata)
+    try:
+        model = (directory / MODEL_FILE).read_bytes()
+    except OSError as error:
+        raise InvalidVersion(f"{MODEL_FILE}: {error.strerror or error}") from None
+    if hashlib.sha256(model).hexdigest() != expected:
+        raise InvalidVersion(
+            f"{MODEL_FILE} does not match the sha256 in {METADATA_FILE} "
+            "(being written, or from another export)"
+        )
+    return Snapshot(metadata, model)
