@@ -43,7 +43,9 @@ class InstalledModel:
 
     @staticmethod
     def entry_text(directory: Path) -> str:
-        scripts = sorted(directory.glob("04_verify_and_switch_v*.sql"), key=lambda p: int(p.stem.rsplit("v", 1)[1]))
+        scripts = sorted(
+            directory.glob("04_verify_and_switch_v*.sql"), key=lambda p: int(p.stem.rsplit("v", 1)[1])
+        )
         return scripts[-1].read_text()
 
     @property
@@ -75,9 +77,8 @@ CACHE: dict[tuple, InstalledModel] = {}
 
 def load_scripts(directory: Path) -> InstalledModel:
     """The model of a `--script-only` directory, installed once per version of its scripts."""
-    key = (str(directory.resolve()),) + tuple(
-        (path.name, path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(directory.glob("*.sql"))
-    )
+    versions = [(p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.sql"))]
+    key = (str(directory.resolve()), *versions)
     if key not in CACHE:
         CACHE[key] = InstalledModel(directory)
     return CACHE[key]
@@ -104,4 +105,6 @@ class OracleExpression:
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return np.array([np.float32(self.evaluate(value, "BINARY_DOUBLE")) for value in z], dtype=np.float32)
+            return np.array(
+                [np.float32(self.evaluate(value, "BINARY_DOUBLE")) for value in z], dtype=np.float32
+            )

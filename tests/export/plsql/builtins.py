@@ -107,8 +107,8 @@ FUNCTIONS: dict[str, Callable] = {
     "TO_BINARY_DOUBLE": to_binary(F64),
     "TO_BINARY_FLOAT": to_binary(F32),
     "TO_CHAR": to_char,
-    "UPPER": lambda s: None if s is None else to_char(s).upper(),
-    "LOWER": lambda s: None if s is None else to_char(s).lower(),
+    "UPPER": lambda s: None if s is None else str(to_char(s)).upper(),
+    "LOWER": lambda s: None if s is None else str(to_char(s)).lower(),
     "RAISE_APPLICATION_ERROR": raise_application_error,
 }
 CONSTANTS: dict[str, Any] = {

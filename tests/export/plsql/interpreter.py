@@ -127,7 +127,9 @@ class Routine:
             if actual is None and default is None and param.mode == "IN":
                 raise ora(-6550, f"PLS-00306: wrong number or types of arguments in call to '{self.name}'")
             if param.mode != "IN" and (actual is None or actual[1] is None):
-                raise ora(-6550, f"PLS-00363: expression cannot be used as an assignment target ({param.name})")
+                raise ora(
+                    -6550, f"PLS-00363: expression cannot be used as an assignment target ({param.name})"
+                )
         return bound
 
 
@@ -381,7 +383,10 @@ class Compiler:
         def run() -> None:
             if name is None:
                 if not session.errors:
-                    raise ora(-6550, "PLS-00367: a RAISE statement with no exception name must be inside an exception handler")
+                    raise ora(
+                        -6550,
+                        "PLS-00367: a RAISE statement with no exception name must be inside a handler",
+                    )
                 raise session.errors[-1]
             if name not in EXCEPTIONS:
                 raise undeclared(name)
@@ -408,8 +413,11 @@ class Compiler:
         if isinstance(node, n.Name):
             holder, symbol = self.scope.find(node.name)
             if symbol is None or symbol[0] != "var":
-                raise ora(-6550, f"PLS-00363: expression '{node.name}' cannot be used as an assignment target")
+                raise ora(
+                    -6550, f"PLS-00363: expression '{node.name}' cannot be used as an assignment target"
+                )
             type_, name = symbol[1], node.name
+            assert holder is not None
 
             def store(value: Any) -> None:
                 holder.frame[name] = type_.convert(value)
@@ -525,8 +533,9 @@ class Compiler:
     def expression_Name(self, node: n.Name, statement: bool = False) -> Thunk:
         name = node.name
         holder, symbol = self.scope.find(name)
-        if symbol is not None and symbol[0] == "var":
-            return lambda: holder.frame[name]
+        if holder is not None and symbol is not None and symbol[0] == "var":
+            frames = holder
+            return lambda: frames.frame[name]
         if symbol is not None and symbol[0] == "routine":
             routine = symbol[1]
             return lambda: routine.invoke([])
@@ -550,7 +559,7 @@ class Compiler:
         if not isinstance(base, n.Name):
             raise ora(-6550, "PLS-00222: no function with this form")
         name = base.name
-        holder, symbol = self.scope.find(name)
+        _, symbol = self.scope.find(name)
         if symbol is not None and symbol[0] == "var":
             collection = self.expression(base)
             (index,) = [self.expression(arg) for _, arg in node.args]
@@ -575,7 +584,7 @@ class Compiler:
         UTL_NLA.BLAS_...(...)."""
         base, name = node.base, node.name
         if isinstance(base, n.Name):
-            holder, symbol = self.scope.find(base.name)
+            _, symbol = self.scope.find(base.name)
             if symbol is not None and symbol[0] == "var":
                 if isinstance(symbol[1], RecordType):
                     record = self.expression(base)

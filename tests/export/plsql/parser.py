@@ -117,7 +117,7 @@ class Parser:
         name = self.word()
         constant = self.accept("CONSTANT")
         type_ = self.type_ref()
-        self.accept("NOT") and self.expect("NULL")
+        self.not_null()
         default = self.expression() if self.accept(":=", "DEFAULT") else None
         self.expect(";")
         return n.Variable(name, type_, constant, default)
@@ -145,9 +145,13 @@ class Parser:
             kind = "TABLE"
         self.expect("OF")
         element = self.type_ref()
-        self.accept("NOT") and self.expect("NULL")
+        self.not_null()
         self.expect(";")
         return n.TypeDecl(name, kind, element, limit)
+
+    def not_null(self) -> None:
+        if self.accept("NOT"):
+            self.expect("NULL")
 
     def type_ref(self) -> n.TypeRef:
         name = self.word()

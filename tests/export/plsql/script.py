@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-PLSQL_START = re.compile(r"(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?(PACKAGE|PROCEDURE|FUNCTION|TYPE))\b", re.I)
+PLSQL_START = re.compile(
+    r"(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?(PACKAGE|PROCEDURE|FUNCTION|TYPE))\b", re.I
+)
 COMMAND = re.compile(r"(WHENEVER|SET|VARIABLE|VAR|PROMPT|REM|SPOOL|EXIT|@@?)(\s|$|\w)", re.I)
 
 

@@ -25,7 +25,7 @@ class Package:
 
     def routine(self, name: str) -> Routine:
         if self.scope is None:
-            raise ora(-4067, f"not executed, package body \"{self.name}\" does not exist")
+            raise ora(-4067, f'not executed, package body "{self.name}" does not exist')
         symbol = self.scope.symbols.get(name)
         if name not in self.public or symbol is None or symbol[0] != "routine":
             raise ora(-6550, f"PLS-00302: component '{name}' must be declared")
@@ -83,7 +83,15 @@ class Session:
         try:
             inits = Compiler(scope).declare(unit.declarations)
         except PlsqlError as error:
-            errors.rows.append({"NAME": unit.name, "TYPE": "PACKAGE BODY", "LINE": 0, "TEXT": str(error), "ATTRIBUTE": "ERROR"})
+            errors.rows.append(
+                {
+                    "NAME": unit.name,
+                    "TYPE": "PACKAGE BODY",
+                    "LINE": 0,
+                    "TEXT": str(error),
+                    "ATTRIBUTE": "ERROR",
+                }
+            )
             package.scope = None
             return
         scope.frame = {}
@@ -97,7 +105,9 @@ class Session:
         a UTL_NLA_ARRAY_FLT, a Python number as a NUMBER; a collection comes back as a numpy array (a
         nested table of labels as a list)."""
         routine = self.packages[package.upper()].routine(function.upper())
-        actuals = [(None, (lambda value=self.argument(arg): value), None) for arg in args]
+        actuals: list[tuple[str | None, Any, Any]] = [
+            (None, constant(self.argument(arg)), None) for arg in args
+        ]
         with np.errstate(all="ignore"):
             return result(routine.invoke(actuals))
 
@@ -109,6 +119,10 @@ class Session:
         items = np.asarray(value, dtype=object).ravel()
         with np.errstate(all="ignore"):  # beyond float32's range: infinite once bound
             return Collection(flt, [None if item is None else F32(item) for item in items])
+
+
+def constant(value: Any) -> Any:
+    return lambda: value
 
 
 def result(value: Any) -> Any:

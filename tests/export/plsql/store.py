@@ -134,7 +134,9 @@ def compile_sql(compiler: Any, node: n.Sql) -> Callable[[], None]:
                 if len(rows) > 1:
                     raise ora(-1422, "exact fetch returns more than requested number of rows")
             for target, column in zip(targets, columns, strict=True):
-                target(len(rows) if column is None else stored(rows[0][store.table(node.table).column(column)]))
+                target(
+                    len(rows) if column is None else stored(rows[0][store.table(node.table).column(column)])
+                )
 
         return select
     if node.kind == "INSERT":

@@ -36,7 +36,9 @@ def stored(values: np.ndarray, rows: int, columns: int, ld: int, pack: str) -> n
     outer = columns if pack == "C" else rows
     needed = (outer - 1) * ld + lead
     if len(values) < needed:
-        raise ora(-6533, f"Subscript beyond count: the matrix needs {needed} values, the array has {len(values)}")
+        raise ora(
+            -6533, f"Subscript beyond count: the matrix needs {needed} values, the array has {len(values)}"
+        )
     block = np.lib.stride_tricks.as_strided(
         values, shape=(outer, lead), strides=(ld * values.itemsize, values.itemsize)
     )
@@ -49,7 +51,7 @@ def strided(values: np.ndarray, count: int, increment: int, name: str) -> np.nda
     needed = 1 + (count - 1) * increment if count else 0
     if len(values) < needed:
         raise ora(-6533, f"Subscript beyond count: {name} needs {needed} values, has {len(values)}")
-    return values[: needed : increment]
+    return values[:needed:increment]
 
 
 def transposed(flag: str) -> bool:
@@ -93,16 +95,36 @@ def gemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack="C")
 
 SIGNATURES = {
     "BLAS_GEMV": ("TRANS", "M", "N", "ALPHA", "A", "LDA", "X", "INCX", "BETA", "Y", "INCY", "PACK"),
-    "BLAS_GEMM": ("TRANSA", "TRANSB", "M", "N", "K", "ALPHA", "A", "LDA", "B", "LDB", "BETA", "C", "LDC", "PACK"),
+    "BLAS_GEMM": (
+        "TRANSA",
+        "TRANSB",
+        "M",
+        "N",
+        "K",
+        "ALPHA",
+        "A",
+        "LDA",
+        "B",
+        "LDB",
+        "BETA",
+        "C",
+        "LDC",
+        "PACK",
+    ),
 }
-ROUTINES = {"BLAS_GEMV": (gemv, "Y"), "BLAS_GEMM": (gemm, "C")}
+ROUTINES: dict[str, tuple[Callable[..., np.ndarray], str]] = {
+    "BLAS_GEMV": (gemv, "Y"),
+    "BLAS_GEMM": (gemm, "C"),
+}
 
 
 def utl_nla_call(compiler: Any, name: str, args: list) -> Callable[[], None]:
     """The call `UTL_NLA.<name>(...)` with positional or named arguments; the output array (y or c, IN
     OUT) is updated in place. Each call's scalar arguments are recorded in the session's blas_calls."""
     if name not in SIGNATURES:
-        raise ora(-6550, f"PLS-00302: component '{name}' must be declared (UTL_NLA subset: {sorted(SIGNATURES)})")
+        raise ora(
+            -6550, f"PLS-00302: component '{name}' must be declared (UTL_NLA subset: {sorted(SIGNATURES)})"
+        )
     names = SIGNATURES[name]
     thunks = {}
     for position, (keyword, arg) in enumerate(args):

@@ -150,7 +150,14 @@ def compare_op(op: str, a: Any, b: Any) -> bool | None:
     order = compare(a, b)
     if order is None:
         return None
-    return {"=": order == 0, "<>": order != 0, "<": order < 0, ">": order > 0, "<=": order <= 0, ">=": order >= 0}[op]
+    return {
+        "=": order == 0,
+        "<>": order != 0,
+        "<": order < 0,
+        ">": order > 0,
+        "<=": order <= 0,
+        ">=": order >= 0,
+    }[op]
 
 
 def logical_and(a: bool | None, b: bool | None) -> bool | None:
@@ -178,13 +185,13 @@ def subscript(value: Any) -> int:
     number = float(value)
     if not math.isfinite(number):
         raise ora(-6502, "PL/SQL: numeric or value error")
-    return int(math.floor(abs(number) + 0.5)) * (1 if number >= 0 else -1)
+    return math.floor(abs(number) + 0.5) * (1 if number >= 0 else -1)
 
 
 class Collection:
     """A VARRAY (with its limit) or a nested table of one element type, subscripts from 1."""
 
-    __slots__ = ("type", "items", "_array")
+    __slots__ = ("_array", "items", "type")
 
     def __init__(self, type_: Any, items: list | None = None) -> None:
         self.type = type_  # a CollectionType
@@ -249,5 +256,4 @@ class Collection:
             return False
         if any(item is None for item in a.items + b.items):
             return None
-        key = to_char
-        return sorted(map(key, a.items)) == sorted(map(key, b.items))
+        return sorted(map(str, a.items)) == sorted(map(str, b.items))
