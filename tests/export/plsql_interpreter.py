@@ -40,6 +40,19 @@ class InstalledModel:
         self.name = package[1].upper()
         predict = self.session.packages[self.name].routine("PREDICT")
         self.parameters = [param.name for param in predict.node.params]
+        for counts in self.session.loop_counts.values():  # count the calls made after the install
+            counts[:] = [0, 0]
+
+    @property
+    def steps_run(self) -> int:
+        """Time steps (`FOR nn_t` loop bodies) run to their end since the install."""
+        run, skipped = self.session.loop_counts.get("NN_T", [0, 0])
+        return run - skipped
+
+    @property
+    def steps_skipped(self) -> int:
+        """Time steps a mask ended early (CONTINUE) since the install."""
+        return self.session.loop_counts.get("NN_T", [0, 0])[1]
 
     @staticmethod
     def entry_text(directory: Path) -> str:

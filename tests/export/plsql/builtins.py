@@ -84,8 +84,7 @@ def to_binary(kind: type) -> Callable:
     def convert(x: Any) -> Any:
         if x is None:
             return None
-        with np.errstate(all="ignore"):
-            return kind(float(x) if isinstance(x, str) else x)
+        return kind(float(x) if isinstance(x, str) else x)
 
     return convert
 

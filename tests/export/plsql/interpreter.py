@@ -321,6 +321,7 @@ class Compiler:
         local.symbols[node.variable] = ("var", PLS_INTEGER)
         body = Compiler(local).sequence(node.body)
         variable, reverse = node.variable, node.reverse
+        counts = self.session.loop_counts.setdefault(variable, [0, 0])  # bodies run, ended by CONTINUE
 
         def run() -> Any:
             first, last = v.subscript(low()), v.subscript(high())
@@ -330,9 +331,11 @@ class Compiler:
             try:
                 for index in steps:
                     frame[variable] = index
+                    counts[0] += 1
                     signal = body()
                     if signal is not None:
                         if signal is CONTINUE:
+                            counts[1] += 1
                             continue
                         return None if signal is EXIT else signal
                 return None

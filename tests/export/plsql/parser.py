@@ -30,6 +30,8 @@ def number(text: str) -> Any:
 class Parser:
     def __init__(self, text: str) -> None:
         self.tokens: list[Token] = tokenize(text)
+        # the text of each word and operator (None for other tokens): what `at` compares, quickly
+        self.texts = [t.text if t.kind in ("word", "op") else None for t in self.tokens]
         self.position = 0
 
     # -- tokens
@@ -41,10 +43,10 @@ class Parser:
         return self.tokens[min(self.position + offset, len(self.tokens) - 1)]
 
     def at(self, *texts: str) -> bool:
-        return self.token.kind in ("word", "op") and self.token.text in texts
+        return self.texts[self.position] in texts
 
     def accept(self, *texts: str) -> bool:
-        if self.at(*texts):
+        if self.texts[self.position] in texts:
             self.position += 1
             return True
         return False

@@ -40,13 +40,16 @@ class Session:
         self.binds: dict[str, Any] = {}
         self.errors: list[PlsqlError] = []  # the exceptions being handled (SQLCODE, RAISE;)
         self.blas_calls: list[tuple[str, dict[str, Any]]] = []
+        self.loop_counts: dict[str, list[int]] = {}  # FOR loop variable → [bodies run, ended by CONTINUE]
 
     # -- scripts
     def run_script(self, path: Path, text: str | None = None) -> None:
-        """Every unit of a script in order; @@name runs a script beside it."""
+        """Every unit of a script in order; @@name runs a script beside it. Binary floating-point
+        arithmetic overflows to infinity without a warning, as IEEE and Oracle have it."""
         for unit in units(path.read_text() if text is None else text):
             try:
-                self.run_unit(unit.kind, unit.text, path.parent)
+                with np.errstate(all="ignore"):
+                    self.run_unit(unit.kind, unit.text, path.parent)
             except PlsqlError as error:
                 error.add_note(f"{path.name}, line {unit.line}")
                 raise

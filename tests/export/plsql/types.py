@@ -7,8 +7,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from tests.export.plsql.values import F32, F64, Collection, checked, ora, subscript, to_char
 
 NUMBERS = {"NUMBER", "NUMERIC", "DECIMAL", "DEC", "FLOAT", "REAL", "INTEGER", "INT", "SMALLINT"}
@@ -53,8 +51,7 @@ class ScalarType:
             value = float(value)
         if isinstance(value, bool | Collection):
             raise ora(-6550, f"PLS-00382: expression is of wrong type: {value!r}")
-        with np.errstate(all="ignore"):  # beyond float32's range: infinite, as a BINARY_FLOAT holds it
-            return kind(value)
+        return kind(value)  # beyond float32's range: infinite (the session runs under np.errstate)
 
     def number(self, value: Any) -> Any:
         if isinstance(value, str):
