@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from tests.export.plsql.interpreter import Compiler, Scope
+from tests.export.plsql.interpreter import Compiler
 from tests.export.plsql.parser import parse_expression
+from tests.export.plsql.scope import Scope
 from tests.export.plsql.session import Session
 from tests.export.plsql.types import ScalarType
 from tests.export.plsql.utl_nla import gemm as blas_gemm

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 
 from tests.export.plsql import nodes as n
-from tests.export.plsql.interpreter import Compiler, Routine, Scope, passed
+from tests.export.plsql.interpreter import Compiler
 from tests.export.plsql.parser import parse_unit
+from tests.export.plsql.scope import Routine, Scope
 from tests.export.plsql.script import units
 from tests.export.plsql.store import CREATE_TABLE, Store
-from tests.export.plsql.types import SCHEMA_TYPES, CollectionType
+from tests.export.plsql.types import SCHEMA_TYPES
 from tests.export.plsql.values import F32, F64, Collection, PlsqlError, ora
 
 
@@ -135,6 +136,3 @@ def result(value: Any) -> Any:
             return np.array([np.nan if item is None else item for item in value.items], dtype=kind)
         return list(value.items)
     return value
-
-
-__all__ = ["CollectionType", "Package", "Session", "passed"]
