@@ -19,7 +19,11 @@ from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
 from tests.export.plsql_interpreter import load_scripts
 
-pytestmark = pytest.mark.oracle
+# Keras warns that Flatten drops the recurrent layer's mask, which nothing after it reads.
+pytestmark = [
+    pytest.mark.oracle,
+    pytest.mark.filterwarnings("ignore:Layer .* was passed an input with a mask"),
+]
 
 RELU_LOOP = "FOR i IN 1 .. v.COUNT LOOP IF v(i) < 0 THEN v(i) := 0; END IF; END LOOP;"
 SLICE_LOOP = "FOR i IN 1 .. p_count LOOP v(i) := p_source(p_start + i - 1); END LOOP;"
@@ -195,3 +199,78 @@ def test_oracle_errors_are_raised_as_oracle_raises_them(block, code):
 )
 def test_values_follow_oracle_semantics(block, expected):
     assert float(run_block(block)["R"]) == expected
+
+
+def helpers_model() -> keras.Model:
+    """Three inputs whose package calls every helper: convolution windows (gather, tile, BLAS_GEMM,
+    relu), max pooling (group_max), an embedding (lookup), a masked recurrent layer (step_mask, step_of,
+    zeros, place, append_first, tanh), a sum (elementwise), sigmoid and softmax."""
+    layers = keras.layers
+    image = keras.Input((6, 6, 1), name="image")
+    tokens = keras.Input((4,), name="tokens", dtype="int32")
+    sequence = keras.Input((5, 3), name="sequence")
+    a = layers.Conv2D(2, (3, 3), activation="relu", name="conv")(image)
+    a = layers.Flatten()(layers.MaxPooling2D(2, name="pool")(a))
+    b = layers.Flatten()(layers.Embedding(7, 2, name="embed")(tokens))
+    c = layers.SimpleRNN(3, return_sequences=True, name="rnn")(layers.Masking(0.0, name="mask")(sequence))
+    x = layers.Concatenate(name="joined")([a, b, layers.Flatten()(c)])
+    x = layers.Add(name="sum")([layers.Dense(6, name="left")(x), layers.Dense(6, name="right")(x)])
+    x = layers.Activation("sigmoid", name="squash")(x)
+    outputs = layers.Dense(3, activation="softmax", name="classes")(x)
+    model = keras.Model([image, tokens, sequence], outputs)
+    generator = np.random.default_rng(4)
+    for weight in model.weights:
+        weight.assign(generator.normal(0, 0.5, size=tuple(weight.shape)).astype(np.float32))
+    return model
+
+
+@pytest.fixture(scope="module")
+def helpers_scripts(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("helpers")
+    path = models.save(helpers_model(), directory / "model")
+    args = ["--model", str(path), "--name", "helpers", "--script-only", str(directory / "scripts"), "--quiet"]
+    assert export_oracle([*args, "--sample-rows", "50"]) == 0
+    return directory / "scripts"
+
+
+# One loop of each helper body, started one step late: text that occurs once in the package. (relu is
+# the relu model's: here it feeds max pooling, which cannot tell a negative first value from 0.)
+LATE_LOOPS = {
+    "zeros": "FOR i IN 1 .. p_count LOOP v(i) := 0;",
+    "slice": SLICE_LOOP,
+    "place": "FOR i IN 1 .. p_source.COUNT LOOP p_target(p_offset + i)",
+    "tile": "FOR i IN 1 .. p_source.COUNT LOOP v(c * p_source.COUNT + i)",
+    "gather": "FOR k IN 1 .. p_indices.COUNT LOOP",
+    "group_max": "FOR i IN 2 .. p_size LOOP",
+    "elementwise": "FOR i IN 1 .. v.COUNT LOOP\n            IF p_op = 'add'",
+    "lookup": "FOR i IN 1 .. p_x.COUNT LOOP\n            FOR j IN 1 .. p_width",
+    "step_mask": "FOR t IN 0 .. p_steps - 1 LOOP",
+    "append_first": "FOR i IN 1 .. p_count LOOP p_target(base + i)",
+    "activate_sigmoid": "FOR i IN 1 .. v.COUNT LOOP\n            z := LEAST",
+    "activate_tanh": "FOR i IN 1 .. v.COUNT LOOP v(i) := TO_BINARY_FLOAT(TANH",
+    "activate_softmax": "FOR i IN 1 .. v.COUNT LOOP\n            e(i) :=",
+}
+
+
+def test_the_helpers_model_installs_and_agrees_with_keras(helpers_scripts):
+    installed = load_scripts(helpers_scripts)
+    assert installed.session.store.tables["NNSQL_MODELS"].rows[0]["ACTIVE"] == "Y"
+    package = (helpers_scripts / "03_package_v1.sql").read_text()
+    network = package.split("-- begin network", 1)[1].split("-- end network", 1)[0]
+    assert all(f"{helper}(" in network for helper in [*LATE_LOOPS, "activate_relu"])
+
+
+@pytest.mark.parametrize("helper", list(LATE_LOOPS))
+def test_every_helper_body_runs_a_loop_started_late_stops_the_install(helpers_scripts, tmp_path, helper):
+    """Each helper's loop from one step later (1 → 2, 0 → 1): the gate refuses the version, or the
+    install stops on the error Oracle would raise (a NULL element reaching UTL_NLA, a subscript)."""
+    loop = LATE_LOOPS[helper]
+    first = re.search(r"IN (\d+) \.\.", loop)
+    assert first is not None
+    late = loop.replace(first[0], f"IN {int(first[1]) + 1} ..", 1)
+    copy = mutated(helpers_scripts, tmp_path, "03_package_v1.sql", loop, late)
+    session = Session()
+    with pytest.raises(PlsqlError) as stopped:
+        session.run_script(copy / "install.sql")
+    assert stopped.value.code in (-20010, -6502, -6531, -6533), stopped.value
+    assert session.store.tables["NNSQL_MODELS"].rows == []
