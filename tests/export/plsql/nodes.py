@@ -191,6 +191,7 @@ class Subprogram:
     params: list[Param]
     returns: TypeRef | None
     block: Block | None  # None: a declaration only
+    deterministic: bool = False
 
 
 @dataclass

@@ -117,17 +117,19 @@ class Parser(ExpressionParser):
         if is_function:
             self.expect("RETURN")
             returns = self.type_ref()
-        while self.accept(*ROUTINE_OPTIONS):
-            pass
+        options = set()
+        while self.at(*ROUTINE_OPTIONS):
+            options.add(self.word())
+        deterministic = "DETERMINISTIC" in options
         if self.accept(";"):
-            return n.Subprogram(name, params, returns, None)
+            return n.Subprogram(name, params, returns, None, deterministic)
         if not self.accept("IS"):
             self.expect("AS")
         declarations = self.declarations()
         block = self.block_rest(declarations)
         self.accept(name)
         self.expect(";")
-        return n.Subprogram(name, params, returns, block)
+        return n.Subprogram(name, params, returns, block, deterministic)
 
     def params(self) -> list[n.Param]:
         self.expect("(")

@@ -25,6 +25,8 @@ class ScalarType:
         if value is None:
             return None
         name = self.name
+        if type(value) is F32 and name == "BINARY_FLOAT":
+            return value
         if name == "BINARY_FLOAT":
             return self.binary(value, F32)
         if name == "BINARY_DOUBLE":

@@ -212,10 +212,15 @@ class Collection:
         return position - 1
 
     def get(self, value: Any) -> Any:
-        return self.items[self.index(value)]
+        items = self.items
+        if type(value) is int and 0 < value <= len(items):  # the common case, checked as index() does
+            return items[value - 1]
+        return items[self.index(value)]
 
     def set(self, value: Any, element: Any) -> None:
-        self.items[self.index(value)] = self.type.element.convert(element)
+        items = self.items
+        position = value - 1 if type(value) is int and 0 < value <= len(items) else self.index(value)
+        items[position] = self.type.element.convert(element)
         self._array = None
 
     def extend(self, count: int = 1) -> None:
