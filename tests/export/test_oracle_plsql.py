@@ -184,6 +184,13 @@ def test_oracle_errors_are_raised_as_oracle_raises_them(block, code):
             1,
         ),
         ("BEGIN :r := GREATEST(1, 2.5d, 2); END;", 2.5),
+        # GREATEST returns its arguments' highest numeric precedence: a BINARY_DOUBLE, whose EXP overflows
+        # to infinity, though its first argument is a NUMBER
+        (
+            "DECLARE n NUMBER := 750; "
+            "BEGIN :r := CASE WHEN EXP(GREATEST(n, 0d)) IS INFINITE THEN 1 ELSE 0 END; END;",
+            1,
+        ),
         # a handler sees SQLCODE of the subscript beyond the count
         (
             "DECLARE v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT(); BEGIN v.EXTEND(2); v(2) := 5; :r := v(3); "
