@@ -74,10 +74,26 @@ class ExpressionParser:
         self.position += 1
 
     def expression(self) -> Any:
+        literal = self.lone_number()
+        if literal is not None:
+            return literal
         left = self.conjunction()
         while self.accept("OR"):
             left = n.Binary("OR", left, self.conjunction())
         return left
+
+    def lone_number(self) -> n.Lit | None:
+        """A numeric literal (with a sign) that is a whole argument or list item, read at once: the
+        tensors' and sample rows' constructors hold hundreds of thousands of them."""
+        position, sign = self.position, 1
+        if self.texts[position] == "-":
+            position, sign = position + 1, -1
+        token = self.tokens[position]
+        if token.kind != "number" or self.texts[position + 1] not in (",", ")"):
+            return None
+        self.position = position + 1
+        value = number(token.text)
+        return n.Lit(-value if sign < 0 else value)
 
     def conjunction(self) -> Any:
         left = self.negation()
