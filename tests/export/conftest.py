@@ -1,5 +1,5 @@
 """The target fixtures of the grids: `target` runs a case on every database here, `scorer` adds Oracle
-through the independent numpy BLAS interpreter (parity only)."""
+through the test interpreter of its generated PL/SQL (parity only)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def target(request, tmp_path):
 
 @pytest.fixture(params=[*DATABASES, pytest.param("oracle", marks=pytest.mark.oracle)])
 def scorer(request, tmp_path):
-    """Every target, Oracle included through the independent numpy BLAS interpreter: parity only."""
+    """Every target, Oracle included through the test interpreter of its PL/SQL: parity only."""
     return executor(request.param, request, tmp_path)
 
 

@@ -143,7 +143,7 @@ class CubeExecutor(PostgresExecutor):
 
 
 class OracleScriptExecutor:
-    """Oracle without a server: `--script-only` scripts, run by the independent numpy BLAS interpreter."""
+    """Oracle without a server: `--script-only` scripts, run as text by the PL/SQL test interpreter."""
 
     target = "oracle"
 

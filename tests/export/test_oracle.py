@@ -91,7 +91,7 @@ def test_generated_blas_calls_reproduce_keras(fixture, request, tmp_path):
     actual = np.array([interpreter.run({model.inputs[0].name: row}) for row in x])
     assert np.abs(actual - expected).max() <= 1e-5  # float32 parity
     assert (actual.argmax(1) == expected.argmax(1)).all()
-    assert interpreter.gemv_calls and all(call["pack"] == "'C'" for call in interpreter.gemv_calls)
+    assert interpreter.gemv_calls and all(call["pack"] == "C" for call in interpreter.gemv_calls)
 
 
 def test_kernel_over_a_million_values_is_chunked(tmp_path):
@@ -110,9 +110,9 @@ def test_kernel_over_a_million_values_is_chunked(tmp_path):
     x = generator.random((3, 2000), dtype=np.float32)
     actual = np.array([interpreter.run({"features": row}) for row in x])
     assert np.abs(actual - model.predict(x, verbose=0)).max() <= 1e-5
-    wide_calls = [call for call in interpreter.gemv_calls[:3] if call["n"] == "2000"]
-    assert [call["m"] for call in wide_calls] == ["500", "100"]  # 1,000,000 // 2000 units per chunk
-    assert all(int(call["m"]) * int(call["n"]) <= 1_000_000 for call in interpreter.gemv_calls)
+    wide_calls = [call for call in interpreter.gemv_calls[:3] if call["n"] == 2000]
+    assert [call["m"] for call in wide_calls] == [500, 100]  # 1,000,000 // 2000 units per chunk
+    assert all(call["m"] * call["n"] <= 1_000_000 for call in interpreter.gemv_calls)
 
 
 def test_blas_reference_follows_the_documented_layouts():

@@ -128,8 +128,8 @@ def scored_in_database(target: str, name: str, where: Path | str, inputs: list[n
 
 
 def scored_by_oracle_scripts(zoo: Compiled, name: str, directory: Path) -> np.ndarray:
-    """The --script-only scripts written from the compiled model, parsed as PL/SQL and run by the
-    independent numpy interpreter of their BLAS calls."""
+    """The --script-only scripts written from the compiled model, parsed as PL/SQL and run as text by the
+    PL/SQL test interpreter (install.sql, the verify-and-switch gate included)."""
     import parseora
 
     from nnsql.export.oracle.generator import check_weights_finite

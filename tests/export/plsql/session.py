@@ -1,0 +1,138 @@
+"""One database session: the table store, the packages created so far (their state lives as long as the
+session, like Oracle's package state), SQL*Plus bind variables, and the scripts run unit by unit
+(WHENEVER SQLERROR EXIT: the first error stops the run and propagates)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.export.plsql import nodes as n
+from tests.export.plsql.interpreter import Compiler
+from tests.export.plsql.parser import parse_unit
+from tests.export.plsql.scope import Routine, Scope
+from tests.export.plsql.script import units
+from tests.export.plsql.store import CREATE_TABLE, Store
+from tests.export.plsql.types import SCHEMA_TYPES
+from tests.export.plsql.values import F32, F64, Collection, PlsqlError, ora
+
+
+class Package:
+    def __init__(self, name: str, public: set[str]) -> None:
+        self.name, self.public = name, public
+        self.scope: Scope | None = None
+
+    def routine(self, name: str) -> Routine:
+        if self.scope is None:
+            raise ora(-4067, f'not executed, package body "{self.name}" does not exist')
+        symbol = self.scope.symbols.get(name)
+        if name not in self.public or symbol is None or symbol[0] != "routine":
+            raise ora(-6550, f"PLS-00302: component '{name}' must be declared")
+        return symbol[1]
+
+
+class Session:
+    def __init__(self) -> None:
+        self.types: dict[str, Any] = dict(SCHEMA_TYPES)
+        self.store = Store(self.types)
+        self.packages: dict[str, Package] = {}
+        self.binds: dict[str, Any] = {}
+        self.errors: list[PlsqlError] = []  # the exceptions being handled (SQLCODE, RAISE;)
+        self.blas_calls: list[tuple[str, dict[str, Any]]] = []
+        self.loop_counts: dict[str, list[int]] = {}  # FOR loop variable → [bodies run, ended by CONTINUE]
+
+    # -- scripts
+    def run_script(self, path: Path, text: str | None = None) -> None:
+        """Every unit of a script in order; @@name runs a script beside it. Binary floating-point
+        arithmetic overflows to infinity without a warning, as IEEE and Oracle have it."""
+        for unit in units(path.read_text() if text is None else text):
+            try:
+                with np.errstate(all="ignore"):
+                    self.run_unit(unit.kind, unit.text, path.parent)
+            except PlsqlError as error:
+                error.add_note(f"{path.name}, line {unit.line}")
+                raise
+
+    def run_unit(self, kind: str, text: str, directory: Path) -> None:
+        if kind == "command":
+            words = text.split()
+            if words[0].upper() in ("VARIABLE", "VAR"):
+                self.binds[words[1].upper()] = None
+            elif text.startswith("@"):
+                self.run_script(directory / text.lstrip("@"))
+            return
+        if kind == "sql" and CREATE_TABLE.match(text.rstrip().rstrip(";").split("\n    VARRAY")[0]):
+            self.store.execute_ddl(text.rstrip().rstrip(";").split("\n    VARRAY")[0])
+            return
+        unit = parse_unit(text)
+        if isinstance(unit, n.PackageSpec):
+            public = {d.name for d in unit.declarations if isinstance(d, n.Subprogram)}
+            self.packages[unit.name] = Package(unit.name, public)
+        elif isinstance(unit, n.PackageBody):
+            self.create_body(unit)
+        else:
+            Compiler(Scope(None, self)).block(unit)()
+
+    def create_body(self, unit: n.PackageBody) -> None:
+        """Compiles the body (its errors go to user_errors, as CREATE PACKAGE BODY records them) and
+        initialises the package's state."""
+        package = self.packages.get(unit.name)
+        if package is None:
+            raise ora(-6550, f"PLS-00304: cannot compile body of '{unit.name}' without its specification")
+        errors = self.store.tables["USER_ERRORS"]
+        errors.rows = [row for row in errors.rows if row["NAME"] != unit.name]
+        scope = Scope(None, self)
+        try:
+            inits = Compiler(scope).declare(unit.declarations)
+        except PlsqlError as error:
+            errors.rows.append(
+                {
+                    "NAME": unit.name,
+                    "TYPE": "PACKAGE BODY",
+                    "LINE": 0,
+                    "TEXT": str(error),
+                    "ATTRIBUTE": "ERROR",
+                }
+            )
+            package.scope = None
+            return
+        scope.frame = {}
+        for name, init in inits:
+            scope.frame[name] = init()
+        package.scope = scope
+
+    # -- calls from Python
+    def call(self, package: str, function: str, *args: Any) -> Any:
+        """package.function(args): a row (a sequence of numbers, None for NULL elements) is passed as
+        a UTL_NLA_ARRAY_FLT, a Python number as a NUMBER; a collection comes back as a numpy array (a
+        nested table of labels as a list)."""
+        routine = self.packages[package.upper()].routine(function.upper())
+        actuals: list[tuple[str | None, Any, Any]] = [
+            (None, constant(self.argument(arg)), None) for arg in args
+        ]
+        with np.errstate(all="ignore"):
+            return result(routine.invoke(actuals))
+
+    @staticmethod
+    def argument(value: Any) -> Any:
+        if value is None or isinstance(value, int | float | str):
+            return value
+        flt = SCHEMA_TYPES["UTL_NLA_ARRAY_FLT"]
+        items = np.asarray(value, dtype=object).ravel()
+        with np.errstate(all="ignore"):  # beyond float32's range: infinite once bound
+            return Collection(flt, [None if item is None else F32(item) for item in items])
+
+
+def constant(value: Any) -> Any:
+    return lambda: value
+
+
+def result(value: Any) -> Any:
+    if isinstance(value, Collection):
+        if value.type.element.name in ("BINARY_FLOAT", "BINARY_DOUBLE"):
+            kind = F32 if value.type.element.name == "BINARY_FLOAT" else F64
+            return np.array([np.nan if item is None else item for item in value.items], dtype=kind)
+        return list(value.items)
+    return value
