@@ -2,6 +2,7 @@
 
     nnsql spawn ...            train with N workers              (python -m nnsql.train.spawn)
     nnsql export TARGET ...    compile into a database or ONNX   (python -m nnsql.export.TARGET)
+    nnsql models ACTION ...    list, activate, remove versions   (python -m nnsql.export.registry.cli)
     nnsql serve ...            the HTTP/gRPC scorer              (python -m nnsql.serve)
     nnsql bench NAME ...       a benchmark of a source checkout  (python -m nnsql.bench.NAME)
     nnsql demo                 train, export to DuckDB, score    (python -m nnsql.demo)
@@ -55,6 +56,11 @@ COMMANDS = {
         "train the reference model, export it to DuckDB and score "
         "the test set in SQL (what `make demo` runs)",
     ),
+    "models": Command(
+        "nnsql.export.registry.cli",
+        "list the versions of an exported model, activate one (roll back or forward, its answers "
+        "checked again in the target) or remove one that is not active",
+    ),
 }
 NEXT_STEP = """\
 start here:
@@ -68,6 +74,7 @@ start here:
 COMMAND_EXTRAS = {
     "spawn": ("train", "k8s", "s3"),
     "export": ("export", "postgres", "oracle", "s3"),
+    "models": ("export", "postgres"),
     "serve": ("serve", "k8s"),
     "demo": ("train", "export"),
 }

@@ -103,6 +103,7 @@ class OracleStore(RegistryStore):
     models_table = "nnsql_models"
     tensors_table = "nnsql_tensors"
     active = ("Y", "N")
+    installs_table = None  # versions are packages of their own: none is installed again
 
     def __init__(self, dsn: OracleDsn, secret: str, *, progress: bool = True) -> None:
         import oracledb

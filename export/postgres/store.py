@@ -148,6 +148,7 @@ class PostgresStore(RegistryStore):
                 self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())
+                self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield
         except psycopg.errors.InsufficientPrivilege as error:
             raise ExportError(
@@ -165,6 +166,9 @@ class PostgresStore(RegistryStore):
 
     def placeholders(self, count: int) -> list[str]:
         return ["%s"] * count
+
+    def fetch_all(self, statement: str, params: Sequence[object] = ()) -> Sequence[Sequence[Any]]:
+        return self.con.execute(statement, list(params)).fetchall()
 
     def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
         for tensor, array in stored_tensors(graph):
@@ -192,9 +196,10 @@ class PostgresStore(RegistryStore):
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
         self.use_schema(name)
         self.kernel = kernels.choose(self.con, self.requested_kernel)
-        self.con.execute(self.generator(name, version, graph).render())
+        self.installed = self.generator(name, version, graph).render()
         if self.grant_to:
-            self.con.execute(grant_script(name, sql.Identifier(self.grant_to).as_string(self.con)))
+            self.installed += "\n" + grant_script(name, sql.Identifier(self.grant_to).as_string(self.con))
+        self.con.execute(self.installed)
 
     def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
         """The chosen kernel's generator; the cube kernel first installs its runtime and points."""
@@ -278,6 +283,12 @@ class PostgresStore(RegistryStore):
             except psycopg.Error as error:
                 return ScoringFailure(row, raised_in(error), first_line(error))
         return ScoringFailure(0, "the scoring query", "an error no single row repeats")
+
+    def remove(self, name: str, version: int) -> None:
+        """The registry's rows of an inactive version, its cube points included."""
+        super().remove(name, version)
+        if self.fetch_one("SELECT to_regclass('nnsql.cube_tensors')") != (None,):
+            self.execute("DELETE FROM nnsql.cube_tensors WHERE model = %s AND version = %s", [name, version])
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
         return {**super().registry_row(record, active=active), "kernel": self.kernel}
