@@ -27,7 +27,7 @@ from nnsql.export.postgres.ownership import check_schemas
 from nnsql.export.publish.pipeline import VersionRecord
 from nnsql.export.publish.store import RegistryStore
 
-PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
+PASSWORD_ADVICE = "use DATABASE_URL, --dsn-env NAME, --dsn-file PATH, PGPASSWORD or ~/.pgpass"
 
 
 def raised_in(error: psycopg.Error) -> str:
@@ -39,18 +39,19 @@ def raised_in(error: psycopg.Error) -> str:
     return f"{found[1].replace(chr(34), '')} line {found[2]}"  # nnsql."binary": PostgreSQL quotes it
 
 
-def describe(dsn: str) -> str:
+def describe(dsn: str, *, origin: str = "--dsn") -> str:
     """user@host:port/dbname as libpq will resolve them: the DSN's values, then the PG* variables, then
     libpq's defaults (the login name, the local socket, 5432, a database named after the user). A DSN
-    holding a password is refused, since every user of the machine can read a command line; a malformed
-    one is not echoed."""
+    holding a password is refused when it came from the command line (`origin` --dsn), which every user
+    of the machine can read; a malformed one is never echoed, nor its password (export/connection.py)."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         raise ExportError(
-            "invalid --dsn: not a libpq URI or key=value string (not shown: it may hold a password)"
+            f"invalid {origin or '--dsn'}: not a libpq URI or key=value string (not shown: it may hold "
+            "a password)"
         ) from None
-    if info.get("password"):
+    if info.get("password") and origin == "--dsn":
         raise ExportError(
             f"--dsn holds a password, which the process list shows to everyone: {PASSWORD_ADVICE}"
         )
@@ -67,19 +68,28 @@ def describe(dsn: str) -> str:
     return f"{user}@{host}:{value('port') or 5432}/{value('dbname') or user}"
 
 
+def redacted(message: str, dsn: str) -> str:
+    """The message without the DSN's password, should a driver ever quote it."""
+    try:
+        secret = psycopg.conninfo.conninfo_to_dict(dsn).get("password")
+    except psycopg.ProgrammingError:
+        return message
+    return message.replace(str(secret), "***") if secret else message
+
+
 def connected_to(connection: psycopg.Connection) -> str:
     """user@host:port/dbname of an open connection, as the server was reached."""
     info = connection.info
     return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
 
 
-def connect(dsn: str) -> psycopg.Connection:
-    """Connect with one-line errors that say what to fix and where libpq tried."""
-    where = describe(dsn)
+def connect(dsn: str, *, origin: str = "--dsn") -> psycopg.Connection:
+    """Connect with one-line errors that say what to fix and where libpq tried (never the password)."""
+    where = describe(dsn, origin=origin)
     try:
         connection = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.OperationalError as error:
-        message = " ".join(str(error).split())
+        message = redacted(" ".join(str(error).split()), dsn)
         if "authentication failed" in message or "no password supplied" in message:
             raise ExportError(f"PostgreSQL authentication failed for {where}: {PASSWORD_ADVICE}") from None
         raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
@@ -126,13 +136,14 @@ class PostgresStore(RegistryStore):
         grant_to: str | None = None,
         kernel: str = "auto",
         registry_owners: Sequence[str] = (),
+        origin: str = "--dsn",
     ) -> None:
         self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
         self.progress = progress
         self.grant_to = grant_to
-        self.con = connect(dsn)
+        self.con = connect(dsn, origin=origin)
         self.where = f"PostgreSQL {connected_to(self.con)}"
 
     def close(self) -> None:

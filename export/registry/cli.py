@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from nnsql.export import cli
+from nnsql.export import cli, connection
 from nnsql.export.errors import ExportError
 from nnsql.export.names import check_model_name
 from nnsql.export.registry import repository
@@ -39,22 +39,36 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("action", choices=("list", "activate", "remove"))
     result.add_argument("--name", help="the model (list: every model when left out)")
     result.add_argument("--version", type=int, help="the version to activate or remove")
-    where = result.add_mutually_exclusive_group(required=True)
+    where = result.add_argument_group("the store (one of)")
     where.add_argument("--db", type=Path, metavar="FILE", help="a DuckDB database file")
-    where.add_argument(
-        "--dsn",
-        help="a PostgreSQL libpq connection string ('' for the PG* variables); no password in it",
-    )
     where.add_argument("--repo", type=Path, metavar="DIR", help="an ONNX model repository")
+    connection.add_options(
+        where,
+        "PostgreSQL: a libpq connection string, no password in it ('' for the PG* variables; "
+        "default: DATABASE_URL when set)",
+    )
     result.add_argument("--quiet", action="store_true", help="no progress output")
     return result
 
 
-def checked(args: argparse.Namespace) -> None:
+def checked(args: argparse.Namespace) -> connection.Dsn | None:
+    """The PostgreSQL connection (None for --db or --repo), once the options are consistent."""
+    stores = [o for o in ("db", "repo", "dsn", "dsn_env", "dsn_file") if getattr(args, o) is not None]
+    if len(stores) > 1:
+        raise ExportError("give one store: " + " or ".join("--" + o.replace("_", "-") for o in stores))
     if args.name is not None:
         check_model_name(args.name)
     if args.action != "list" and (args.name is None or args.version is None):
         raise ExportError(f"nnsql models {args.action} needs --name and --version")
+    if args.db is not None or args.repo is not None:
+        return None
+    dsn = connection.resolve(args)
+    if not dsn.origin:
+        raise ExportError(
+            "name the store: --db FILE, --repo DIR, or PostgreSQL's --dsn, --dsn-env or --dsn-file "
+            "(or set DATABASE_URL)"
+        )
+    return dsn
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -122,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
     def body() -> int:
-        checked(args)
+        dsn = checked(args)
         if args.repo is not None:
             return in_repository(args)
         if args.db is not None:
@@ -133,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             return in_database(args, lambda: DuckDBStore(args.db, progress=False))
         from nnsql.export.postgres.store import PostgresStore
 
-        return in_database(args, lambda: PostgresStore(args.dsn, progress=False))
+        assert dsn is not None
+        return in_database(args, lambda: PostgresStore(dsn.text, progress=False, origin=dsn.origin))
 
     return cli.run(body)
