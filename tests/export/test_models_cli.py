@@ -252,3 +252,28 @@ def test_a_running_scorer_switches_to_the_activated_version_without_a_failed_req
     versions = [version for _, version in answers]
     switched = versions.index("1")
     assert set(versions[:switched]) == {"2"} and set(versions[switched:]) == {"1"}, versions
+
+
+@pytest.mark.oracle
+def test_oracle_scripts_hold_the_activation_of_their_version(churn, tmp_path):
+    """A DBA who ran version 2's scripts rolls back with version 1's activate_v1.sql: the same check on
+    the same sample rows against churn_v1, then the switch, then the registry (no new row); checked by an
+    independent parser of Oracle's grammar, and never run by install.sql."""
+    import parseora
+
+    from nnsql.export.oracle.__main__ import main as export_oracle
+
+    args = ["--name", "churn", "--quiet", "--sample-rows", "50", "--classes", *CLASSES]
+    assert export_oracle(["--model", str(churn["v1"][0]), "--script-only", str(tmp_path / "v1"), *args]) == 0
+    script = (tmp_path / "v1" / "activate_v1.sql").read_text()
+    errors = [(unit["line"], e) for unit in parseora.parse(script, version="19c") for e in unit["errors"]]
+    assert errors == []
+    verify = script.index("churn_v1.predict(")
+    refuse = script.index("version not published")
+    switch = script.index("CREATE OR REPLACE PACKAGE BODY churn AS")
+    registry = script.index("UPDATE nnsql_models SET active = CASE WHEN version = 1 THEN 'Y' ELSE 'N' END")
+    assert verify < refuse < switch < registry and "INSERT INTO nnsql_models" not in script
+    assert "RETURN churn_v1.predict(" in script[switch:registry]
+    published = (tmp_path / "v1" / "04_verify_and_switch_v1.sql").read_text()
+    assert script[:switch] == published[:switch]  # the export's own check, row for row
+    assert "activate_v1.sql" not in (tmp_path / "v1" / "install.sql").read_text()
