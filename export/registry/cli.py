@@ -47,7 +47,6 @@ def parser() -> argparse.ArgumentParser:
         "PostgreSQL: a libpq connection string, no password in it ('' for the PG* variables; "
         "default: DATABASE_URL when set)",
     )
-    result.add_argument("--quiet", action="store_true", help="no progress output")
     return result
 
 

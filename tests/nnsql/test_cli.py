@@ -129,6 +129,7 @@ def test_export_of_one_target_needs_no_other_targets_driver():
         ["export", "postgres"],
         ["export", "oracle"],
         ["export", "onnx"],
+        ["models"],
     ],
 )
 def test_every_help_names_the_next_step(argv, capsys):
