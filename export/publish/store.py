@@ -74,7 +74,8 @@ class RegistryStore:
         )
         if row is None:
             return None
-        classes = row[1] if isinstance(row[1], list) else json.loads(row[1] or "[]")
+        text = row[1].read() if hasattr(row[1], "read") else row[1]  # Oracle's CLOB comes as a LOB
+        classes = text if isinstance(text, list) else json.loads(text or "[]")
         return int(row[0]), [str(label) for label in classes]
 
     def insert(self, table: str, row: Mapping[str, object]) -> None:

@@ -277,3 +277,26 @@ def test_oracle_scripts_hold_the_activation_of_their_version(churn, tmp_path):
     published = (tmp_path / "v1" / "04_verify_and_switch_v1.sql").read_text()
     assert script[:switch] == published[:switch]  # the export's own check, row for row
     assert "activate_v1.sql" not in (tmp_path / "v1" / "install.sql").read_text()
+
+
+@pytest.mark.duckdb
+def test_bad_requests_are_one_line_and_change_nothing(churn, tmp_path, capsys):
+    import duckdb
+
+    target = DuckDBExecutor(tmp_path)
+    exported_twice(target, churn, capsys)
+    where = ["--db", str(target.db), "--name", "churn"]
+    with duckdb.connect(str(target.db)) as con:  # as a registry of a release before kept versions
+        con.execute("DELETE FROM nnsql.installs WHERE version = 1")
+    for argv, message in (
+        (["activate", *where], "needs --name and --version"),
+        (["activate", *where, "--version", "7"], "churn has no version 7 (versions: 1, 2)"),
+        (["activate", *where, "--version", "1"], "export it again to activate it"),
+        (["remove", *where, "--version", "2"], "is the active one"),
+        (["list", "--db", str(tmp_path / "none.duckdb")], "no such DuckDB file"),
+        (["list", *where, "--repo", str(tmp_path)], "give one store: --db or --repo"),
+    ):
+        assert models(*argv) == 2
+        assert message in one_error(capsys), argv
+    assert active_versions(target) == [2]
+    answers_of(target, churn, "v2")
