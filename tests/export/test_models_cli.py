@@ -133,20 +133,21 @@ def test_postgres_activation_is_sql_a_dba_calls(churn, postgres_dsn, capsys):
 
 def tampered(target, version: int) -> None:
     """The version's weights changed behind the registry's back (a bad restore, a hand edit)."""
-    statement = "UPDATE nnsql.tensors SET value = list_transform(value, x -> x * 2) WHERE version = ?"
-    if target.target == "postgres":
-        statement = (
-            "UPDATE nnsql.tensors SET value = array(SELECT x * 2 FROM unnest(value) x) WHERE version = %s"
-        )
     import duckdb
     import psycopg
 
     if target.target == "duckdb":
         with duckdb.connect(str(target.db)) as con:
-            con.execute(statement, [version])
-    else:
-        with psycopg.connect(target.dsn) as con:
-            con.execute(statement, [version])
+            con.execute(
+                "UPDATE nnsql.tensors SET value = list_transform(value, x -> x * 2) WHERE version = ?",
+                [version],
+            )
+        return
+    with psycopg.connect(target.dsn) as con:
+        con.execute(
+            "UPDATE nnsql.tensors SET value = array(SELECT x * 2 FROM unnest(value) x) WHERE version = %s",
+            [version],
+        )
 
 
 @pytest.mark.parametrize(
