@@ -302,3 +302,49 @@ def test_bad_requests_are_one_line_and_change_nothing(churn, tmp_path, capsys):
         assert message in one_error(capsys), argv
     assert active_versions(target) == [2]
     answers_of(target, churn, "v2")
+
+
+def tagger(seed: int, kind: str):
+    """A model whose answers are not argmax: one sigmoid unit (score, label) or three independent
+    sigmoids (labels), compiled with the loss that says so."""
+    import keras
+
+    from tests.models import _seeded
+
+    inputs = keras.Input((4,), name="features")
+    hidden = keras.layers.Dense(6, activation="relu", name="hidden")(inputs)
+    units = 1 if kind == "binary" else 3
+    model = keras.Model(inputs, keras.layers.Dense(units, activation="sigmoid", name="out")(hidden))
+    model.compile(loss="binary_crossentropy")
+    return _seeded(model, seed)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multilabel"])
+@pytest.mark.parametrize(
+    "store",
+    [pytest.param("duckdb", marks=pytest.mark.duckdb), pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def test_answers_of_every_kind_are_checked_again(kind, store, tmp_path, request, capsys):
+    """score and label of one sigmoid, labels of several: each is compared with the stored answers, in
+    SQL by nnsql.activate in PostgreSQL."""
+    paths = []
+    for seed in (1, 2):
+        path = tmp_path / f"{kind}{seed}" / "model.keras"
+        path.parent.mkdir()
+        tagger(seed, kind).save(path)
+        paths.append(path)
+    if store == "duckdb":
+        target, where = DuckDBExecutor(tmp_path), ["--db", str(tmp_path / "models.duckdb")]
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        target, where = PostgresExecutor(dsn), ["--dsn", dsn]
+    labels = ["noise", "signal"] if kind == "binary" else ["muon", "jet", "photon"]
+    assert target.export(paths[0], "tags", "--classes", *labels) == 0
+    assert target.export(paths[1], "tags") == 0
+    assert f"classes kept from version 1: {', '.join(labels)}" in capsys.readouterr().out
+    kept = target.query("SELECT gate_check FROM nnsql.installs WHERE version = 1")[0][0]
+    document = kept if isinstance(kept, dict) else json.loads(kept)
+    assert set(document["rows"][0]["answers"]) >= ({"label"} if kind == "binary" else {"labels"})
+    assert models("activate", *where, "--name", "tags", "--version", "1") == 0
+    assert active_versions(target) == [1]
+    assert np.abs(target.predict("tags", ROWS) - tagger(1, kind).predict(ROWS, verbose=0)).max() <= 1e-5
