@@ -348,3 +348,19 @@ def test_answers_of_every_kind_are_checked_again(kind, store, tmp_path, request,
     assert models("activate", *where, "--name", "tags", "--version", "1") == 0
     assert active_versions(target) == [1]
     assert np.abs(target.predict("tags", ROWS) - tagger(1, kind).predict(ROWS, verbose=0)).max() <= 1e-5
+
+
+def test_an_export_after_a_roll_back_is_the_active_version(churn, tmp_path, capsys):
+    """In a repository as in a database, every export activates its version: `active` moves to it."""
+    repo = tmp_path / "repo"
+    onnx = ["--repo", str(repo), "--name", "churn", "--quiet", "--sample-rows", "100"]
+    assert export_onnx(["--model", str(churn["v1"][0]), *onnx, "--classes", *CLASSES]) == 0
+    assert export_onnx(["--model", str(churn["v2"][0]), *onnx, "--classes", "a", "b", "c"]) == 0
+    assert models("activate", "--repo", str(repo), "--name", "churn", "--version", "1") == 0
+    capsys.readouterr()
+    assert export_onnx(["--model", str(churn["v2"][0]), *onnx]) == 0
+    assert f"classes kept from version 1: {', '.join(CLASSES)}" in capsys.readouterr().out
+    assert (repo / "churn" / "active").read_text().strip() == "3"
+    assert models("list", "--repo", str(repo), "--name", "churn") == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[1:3] for line in listed if line.startswith("*")] == [["churn", "3"]]
