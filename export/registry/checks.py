@@ -23,6 +23,7 @@ from nnsql.export.ir import kinds
 from nnsql.export.publish import parity
 
 STORED_ROWS = 32  # enough to catch a wrong weight or version; few enough to check in a second
+STORED_VALUES = 250_000  # input values kept at most (a few MB of JSON): fewer rows of large images
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,15 @@ def stored_check(
     compared: int,
     meaning: tuple[str, tuple[str, ...], int, bool],
 ) -> StoredCheck:
-    """Up to STORED_ROWS of the first `compared` sample rows, spread over them, that hold finite values
-    and a finite tolerance; `meaning` is the first output's (kind, classes, units, several outputs)."""
+    """Up to STORED_ROWS of the first `compared` sample rows (fewer when their inputs would hold more
+    than STORED_VALUES values), spread over them, that hold finite values and a finite tolerance;
+    `meaning` is the first output's (kind, classes, units, several outputs)."""
     kind, classes, units, several = meaning
     usable = np.isfinite(expected[:compared]).all(axis=1) & np.isfinite(allowed[:compared])
     candidates = np.flatnonzero(usable)
-    spread = np.unique(np.linspace(0, len(candidates) - 1, STORED_ROWS).round().astype(int))
+    per_row = sum(int(np.prod(np.shape(values)[1:])) for values in inputs.values())
+    count = max(1, min(STORED_ROWS, STORED_VALUES // max(per_row, 1)))
+    spread = np.unique(np.linspace(0, len(candidates) - 1, count).round().astype(int))
     picked = candidates[spread] if len(candidates) else candidates
     wanted = expected[picked]
     margins = np.where(allowed[picked] > parity.DEFAULT_TOLERANCE, 2 * allowed[picked], parity.TIE_MARGIN)

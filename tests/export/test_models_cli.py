@@ -364,3 +364,15 @@ def test_an_export_after_a_roll_back_is_the_active_version(churn, tmp_path, caps
     assert models("list", "--repo", str(repo), "--name", "churn") == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[1:3] for line in listed if line.startswith("*")] == [["churn", "3"]]
+
+
+def test_the_kept_check_of_large_inputs_keeps_fewer_rows():
+    """32 rows of 224 x 224 x 3 images would be 4.8 million values of JSON in the registry."""
+    from nnsql.export.registry.checks import STORED_ROWS, STORED_VALUES, stored_check
+
+    meaning = ("probabilities", ("a", "b", "c"), 3, False)
+    expected, allowed = np.tile([0.2, 0.3, 0.5], (100, 1)), np.full(100, 1e-5)
+    images = stored_check({"image": np.zeros((100, 224, 224, 3))}, expected, allowed, 100, meaning)
+    rows = stored_check({"features": np.zeros((100, 4))}, expected, allowed, 100, meaning)
+    assert images.rows * 224 * 224 * 3 <= STORED_VALUES and images.rows >= 1
+    assert rows.rows == STORED_ROWS and rows.answers["label"] == ["c"] * STORED_ROWS
