@@ -2,6 +2,7 @@
 
     nnsql spawn ...            train with N workers              (python -m nnsql.train.spawn)
     nnsql export TARGET ...    compile into a database or ONNX   (python -m nnsql.export.TARGET)
+    nnsql models ACTION ...    list, activate, remove versions   (python -m nnsql.export.registry.cli)
     nnsql serve ...            the HTTP/gRPC scorer              (python -m nnsql.serve)
     nnsql bench NAME ...       a benchmark of a source checkout  (python -m nnsql.bench.NAME)
     nnsql demo                 train, export to DuckDB, score    (python -m nnsql.demo)
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
 import pkgutil
 import re
 import sys
 import textwrap
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +56,11 @@ COMMANDS = {
         "train the reference model, export it to DuckDB and score "
         "the test set in SQL (what `make demo` runs)",
     ),
+    "models": Command(
+        "nnsql.export.registry.cli",
+        "list the versions of an exported model, activate one (roll back or forward, its answers "
+        "checked again in the target) or remove one that is not active",
+    ),
 }
 NEXT_STEP = """\
 start here:
@@ -66,6 +74,7 @@ start here:
 COMMAND_EXTRAS = {
     "spawn": ("train", "k8s", "s3"),
     "export": ("export", "postgres", "oracle", "s3"),
+    "models": ("export", "postgres"),
     "serve": ("serve", "k8s"),
     "demo": ("train", "export"),
 }
@@ -86,17 +95,26 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def requirements() -> list[str]:
+    """nnsql's requirements as `name...; extra == "x"` strings: a source checkout's pyproject.toml (the
+    code that runs, installed or not), else the installed distribution's metadata."""
+    checkout = nnsql.source_checkout()
+    if checkout is not None and (checkout / "pyproject.toml").is_file():
+        project = tomllib.loads((checkout / "pyproject.toml").read_text()).get("project", {})
+        extras = project.get("optional-dependencies", {})
+        return [f'{item}; extra == "{extra}"' for extra, items in extras.items() for item in items]
+    try:
+        return importlib.metadata.requires("nnsql") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+
+
 def extra_for(module: str, command: str) -> str | None:
-    """The extra of the installed nnsql that brings the top-level `module` (None when no extra does, or
-    nnsql is not installed: a checkout run with `python -m`)."""
+    """The extra of nnsql that brings the top-level `module` (None when no extra does)."""
     top = module.split(".")[0]
     wanted = normalized(DISTRIBUTIONS.get(top, top))
-    try:
-        requirements = importlib.metadata.requires("nnsql") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
     extras = []
-    for requirement in requirements:
+    for requirement in requirements():
         name = re.match(r"[A-Za-z0-9._-]+", requirement)
         extra = re.search(r"""extra\s*==\s*['"]([\w-]+)['"]""", requirement)
         if name and extra and normalized(name.group()) == wanted and extra.group(1) != "all":
@@ -105,9 +123,33 @@ def extra_for(module: str, command: str) -> str | None:
     return (preferred or extras or [None])[0]
 
 
+def install_command(extra: str) -> str:
+    """The pip command that adds `extra` to what runs: the checkout's folder (relative to the working
+    directory when inside it), the wheel nnsql was installed from, else the package's name."""
+    checkout = nnsql.source_checkout()
+    if checkout is not None:
+        try:
+            relative = checkout.relative_to(Path.cwd())
+            where = "." if relative == Path() else f"./{relative}"
+        except ValueError:
+            where = str(checkout)
+        return f'pip install "{where}[{extra}]"'
+    return f'pip install "{installed_from() or "nnsql"}[{extra}]"'
+
+
+def installed_from() -> str | None:
+    """The wheel file nnsql was installed from (pip records it in direct_url.json), if it was."""
+    try:
+        record = importlib.metadata.distribution("nnsql").read_text("direct_url.json")
+        url = json.loads(record or "{}").get("url", "")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    return url.removeprefix("file://") if url.startswith("file://") and url.endswith(".whl") else None
+
+
 def run_command(name: str, argv: list[str]) -> int:
     """The command's own main(argv); a package of an extra that is not installed is one line naming the
-    extra (`pip install "nnsql[serve]"` holds no psycopg), not a traceback."""
+    extra and the command that installs it (the serve extra holds no psycopg), not a traceback."""
     try:
         return int(importlib.import_module(COMMANDS[name].module).main(argv))
     except ModuleNotFoundError as error:
@@ -117,7 +159,7 @@ def run_command(name: str, argv: list[str]) -> int:
             raise
         print(
             f"error: nnsql {name} needs {missing}, which the '{extra}' extra installs: "
-            f'pip install "nnsql[{extra}]"',
+            f"{install_command(extra)}",
             file=sys.stderr,
         )
         return 2

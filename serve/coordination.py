@@ -27,6 +27,7 @@ from typing import Any
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
+ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
 
 def version_number(text: str) -> int | None:
@@ -53,6 +54,13 @@ def write_json(path: Path, document: Any) -> None:
     temporary.replace(path)
 
 
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -76,15 +84,20 @@ class Scanner:
             LOG.log(level, "%s", message)
 
     def version_numbers(self, model_dir: Path) -> set[int]:
-        """Directories named by a plain number that hold both files; anything else is noted once."""
+        """Directories named by a plain number that hold both files; anything else is noted once. A
+        version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
+        `specific` version policy would serve it."""
         numbers = set()
         for entry in model_dir.iterdir():
             number = version_number(entry.name)
+            if entry.name == ACTIVE_FILE or entry.name.startswith((f".{ACTIVE_FILE}.", ".removing-")):
+                continue  # the active file, being written, and a version being removed
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
             elif (entry / "metadata.json").exists() and (entry / "model.onnx").exists():
                 numbers.add(number)
-        return numbers
+        active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
+        return {active} if active in numbers else numbers
 
     def present(self) -> dict[str, set[int]]:
         if not self.root.is_dir():

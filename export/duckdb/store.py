@@ -133,8 +133,12 @@ class DuckDBStore(RegistryStore):
         with self.registered(table) as relation:
             self.con.execute(f"INSERT INTO nnsql.tensors SELECT * FROM {relation}")
 
+    def fetch_all(self, statement: str, params: Sequence[object] = ()) -> Sequence[Sequence[Any]]:
+        return self.con.execute(statement, list(params)).fetchall()
+
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
-        self.con.execute(DuckDBGenerator(graph, name, version).render())
+        self.installed = DuckDBGenerator(graph, name, version).render()
+        self.con.execute(self.installed)
         self.staged = (name, version, graph)  # for `failure`
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:

@@ -96,10 +96,17 @@ def read_h5(path: Path) -> ModelFile:
 
 def read_saved_model(path: Path) -> ModelFile:
     """The root object's class and configuration in keras_metadata.pb, which tf.keras writes beside the
-    TensorFlow graph. The JSON is read as plain data (tf.keras decodes some of it into objects)."""
+    TensorFlow graph. The JSON is read as plain data (tf.keras decodes some of it into objects).
+
+    A SavedModel without that file (Keras 3's `model.export()`, `tf.saved_model.save`) holds TensorFlow
+    functions but no layers: no Keras can rebuild a model from it, trusted or not, so it is refused here
+    with what to save instead."""
     metadata_file = path / "keras_metadata.pb"
     if not metadata_file.is_file():
-        return ModelFile(path, "savedmodel", "tf_keras", None)
+        raise ExportError(
+            f"{path} is a SavedModel without Keras layers (what Keras 3's model.export() and "
+            'tf.saved_model.save write): save the model itself with model.save("m.keras") and export that'
+        )
     from tf_keras.protobuf import saved_metadata_pb2  # deferred: imports TensorFlow
 
     metadata = saved_metadata_pb2.SavedMetadata()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, replace
 from functools import partial
@@ -16,13 +17,15 @@ from nnsql.export.frontend.model import is_legacy, load_model, read_metadata
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import output_kinds
 from nnsql.export.ir import graph as ir
-from nnsql.export.ir.kinds import check_classes
 from nnsql.export.names import check_model_name
 from nnsql.export.onnx.capabilities import CAPABILITIES
-from nnsql.export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
+from nnsql.export.onnx.repository import METADATA_FILE, MODEL_FILE, publish, sha256_of, staging
 from nnsql.export.publish import budget, parity
 from nnsql.export.publish.pipeline import describe_kind, expectations, joined
 from nnsql.export.publish.samples import SampleSet
+from nnsql.export.registry.carry import carried_classes
+from nnsql.export.registry.checks import stored_check
+from nnsql.export.registry.repository import CHECK_FILE, active_version, follow_export
 from nnsql.serve import outputs as scorer
 
 TARGET = "onnx"
@@ -300,7 +303,8 @@ def export(
     metadata = read_metadata(model_path)
     read = output_kinds(model, model_path, output)
     kind, units = read.kinds[0], int(model.outputs[0].shape[-1])
-    labels = check_classes(kind, units, classes or tuple(metadata.get("classes", ())))
+    given = classes or tuple(metadata.get("classes", ()))
+    labels = carried_classes(kind, units, given, previous_classes(repo / name))
     if read.note:
         print(f"note: {read.note}", file=sys.stderr)
     print(describe_kind(kind, read.evidence))
@@ -331,8 +335,34 @@ def export(
             "parity": {**report.as_dict(), "sample_source": sample_source},
             "training": metadata,
         }
+        (staged / CHECK_FILE).write_text(kept_check(sets[0], expected[0], report, tolerance, meaning))
         version = publish(staged, repo, name, document)
+    follow_export(repo / name, version)
     return version, report
+
+
+def previous_classes(model_dir: Path) -> tuple[int, list[str]] | None:
+    """The active version of a repository's model and its class labels (None before its first)."""
+    version = active_version(model_dir) if model_dir.is_dir() else None
+    if version is None:
+        return None
+    document = json.loads((model_dir / str(version) / METADATA_FILE).read_text())
+    return version, [str(label) for label in document.get("classes", [])]
+
+
+def kept_check(
+    samples: Samples,
+    expected: tuple[np.ndarray, np.ndarray | None],
+    report: parity.ParityReport,
+    tolerance: float,
+    meaning: Meaning,
+) -> str:
+    """A few of the rows the gate compared, for activating this version later (export/registry/checks.py)."""
+    wanted, allowed = expected
+    allowed = np.full(len(wanted), tolerance) if allowed is None else allowed
+    rows = min(report.rows, len(wanted))
+    described = (meaning.kind, meaning.classes, meaning.units, meaning.several)
+    return stored_check(samples.rows.inputs, wanted, allowed, rows, described).document()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from nnsql import quiet
-from nnsql.export import cli
+from nnsql.export import cli, connection
 from nnsql.export.errors import ExportError
 from nnsql.export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
 from nnsql.export.publish.pipeline import load_test_split, prepare
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         "--model models/mnist/model.keras --name mnist",
         "SELECT mnist.score(features), mnist.label(features) FROM your_table   (docs/oracle.md)",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dsn", help="user@host:port/service")
+    where = parser.add_argument_group("where (one of)")
+    connection.add_options(where, "user@host:port/service, no password in it (ORACLE_PASSWORD or a prompt)")
     where.add_argument(
         "--script-only", type=Path, metavar="DIR", help="write SQL*Plus scripts to DIR instead"
     )
@@ -66,17 +66,22 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         check_oracle_name(args.name)
+        if args.script_only and any(v is not None for v in (args.dsn, args.dsn_env, args.dsn_file)):
+            raise ExportError("--script-only writes scripts: it takes no --dsn, --dsn-env or --dsn-file")
         request = cli.request_from(args)
         if args.engine == "onnx":
             return onnx_scripts(args, request)
         if args.script_only:
             return script_only(args, request)
-        from nnsql.export.oracle.store import OracleStore, parse_dsn, password
+        from nnsql.export.oracle.store import OracleStore, parse_dsn, password, with_password
 
-        dsn = parse_dsn(args.dsn)
+        given = connection.resolve(args, default_environment=None)
+        if not given.origin:
+            raise ExportError("give --dsn, --dsn-env, --dsn-file or --script-only")
+        dsn, secret = with_password(given.text) if given.may_hold_password else (parse_dsn(given.text), None)
 
         def open_store() -> OracleStore:  # asked for and checked first: the user is still at the terminal
-            return OracleStore(dsn, password(), progress=not args.quiet)
+            return OracleStore(dsn, secret or password(), progress=not args.quiet)
 
         cli.export_to(
             open_store, request, CAPABILITIES, lambda _: f"Oracle {dsn}", check=check_weights_finite

@@ -3,7 +3,9 @@
 DIR/install.sql runs, in order: 01_schema.sql (tables, types), 02_tensors_vN.sql (the weights as PL/SQL
 blocks), 03_package_vN.sql (the version's package), 04_verify_and_switch_vN.sql (scores sample rows in the
 database, compares with TensorFlow's probabilities embedded in the script, records the figures and only
-then switches the model's entry package), and optionally 05_testdata.sql. 00_privileges.sql is for the DBA.
+then switches the model's entry package), and optionally 05_testdata.sql. 00_privileges.sql is for the DBA;
+activate_vN.sql makes version N the active one again later (a roll back or forward): the same check on the
+same rows, then the same switch.
 """
 
 from __future__ import annotations
@@ -162,7 +164,12 @@ def answer_condition(function: str, call: str, expected: object, tolerance: floa
     return f"{call} = {int(expected)}"  # type: ignore[call-overload]
 
 
-def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generator: OracleGenerator) -> str:
+def verify_and_switch_script(
+    request: ExportRequest, prepared: Prepared, generator: OracleGenerator, *, activation: bool = False
+) -> str:
+    """The verify-and-switch script of a new version; with `activation`, the script that switches back to
+    this version later (`activate_vN.sql`): the same check on the same rows, then the switch, and the
+    registry row that exists already marked active."""
     chosen = verify_rows(prepared, request.tolerance)
     rows = len(chosen)
     allowed = row_tolerances(prepared, request.tolerance)
@@ -202,6 +209,7 @@ def verify_and_switch_script(request: ExportRequest, prepared: Prepared, generat
         dispatch_spec=generator.dispatch_spec(),
         dispatch_body=generator.dispatch_body(),
         check_compiled=check_compiled(generator.name),
+        activation=activation,
     )
 
 
@@ -258,13 +266,17 @@ def write_scripts(
     }
     if test_data is not None:
         files["05_testdata.sql"] = testdata_script(request.name, *test_data)
+    # Not run by install.sql: what a DBA runs to make this version the active one again later.
+    files[f"activate_v{version}.sql"] = verify_and_switch_script(
+        request, prepared, generator, activation=True
+    )
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for filename, text in files.items():
         path = directory / filename
         path.write_text(text)
         written.append(path)
-    runs = [path.name for path in written if not path.name.startswith("00_")]
+    runs = [path.name for path in written if path.name[:1].isdigit() and not path.name.startswith("00_")]
     (directory / "install.sql").write_text(install_script(runs))
     return written
 

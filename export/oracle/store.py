@@ -47,6 +47,16 @@ class OracleDsn:
         return f"{self.user}@{self.address}"
 
 
+def with_password(text: str) -> tuple[OracleDsn, str | None]:
+    """A DSN that came from the environment or a file (export/connection.py), where `user/password@...`
+    is allowed: the address and the password, which no message shows."""
+    if "@" in text and "/" in text.split("@")[0]:
+        credentials, _, address = text.partition("@")
+        user, _, secret = credentials.partition("/")
+        return parse_dsn(f"{user}@{address}"), secret
+    return parse_dsn(text), None
+
+
 def parse_dsn(text: str) -> OracleDsn:
     if "@" in (text or "") and "/" in text.split("@")[0]:
         raise ExportError(
@@ -103,6 +113,7 @@ class OracleStore(RegistryStore):
     models_table = "nnsql_models"
     tensors_table = "nnsql_tensors"
     active = ("Y", "N")
+    installs_table = None  # versions are packages of their own: none is installed again
 
     def __init__(self, dsn: OracleDsn, secret: str, *, progress: bool = True) -> None:
         import oracledb
@@ -116,6 +127,8 @@ class OracleStore(RegistryStore):
             )
         except oracledb.Error as error:
             raise explain(error, dsn) from error
+        except OSError as error:  # the host's name does not resolve: the driver lets the socket's error out
+            raise ExportError(f"cannot reach Oracle at {dsn.address}: {error.strerror or error}") from None
         self.array_type = self.con.gettype("UTL_NLA_ARRAY_FLT")
         self.generator: OracleGenerator | None = None
         self.switched = False

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from nnsql import quiet
-from nnsql.export import cli
+from nnsql.export import cli, connection
 from nnsql.export.postgres.generator import CAPABILITIES
 from nnsql.export.postgres.kernels import CHOICES
 
@@ -29,8 +29,10 @@ printed; --output chooses it instead (docs/output-kinds.md).
   plpgsql   plain PL/pgSQL loops: needs nothing
 The kernel used is printed and stored in nnsql.models.kernel.
 
-The connection comes from --dsn (a libpq URI or key=value string) and the standard PG* variables
-(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ~/.pgpass); keep passwords out of the command line.
+The connection comes from --dsn (a libpq URI or key=value string, no password: the process list shows
+it), else from DATABASE_URL, --dsn-env NAME or --dsn-file PATH (a password there is used and never
+shown), and the standard PG* variables (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ~/.pgpass,
+PGSERVICE).
 Each export adds a version (see nnsql.models), checks parity with TensorFlow on sample rows and switches
 in one transaction; a failed export leaves the previous version scoring."""
 
@@ -43,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         "--model models/mnist/model.keras --name mnist",
         'psql "$DATABASE_URL" -c "SELECT mnist.label(features) FROM your_table"   (docs/postgres.md)',
     )
-    parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
+    connection.add_options(
+        parser, "libpq connection string, no password in it (default: DATABASE_URL, else PG* variables)"
+    )
     parser.add_argument(
         "--grant-to", metavar="ROLE", help="grant EXECUTE on the scoring functions to ROLE (nothing else)"
     )
@@ -92,8 +96,12 @@ def main(argv: list[str] | None = None) -> int:
             "kernel": kernel,
             "registry_owners": args.registry_owner,
         }
+        dsn = connection.resolve(args)
         store = cli.export_to(
-            lambda: PostgresStore(args.dsn, **options), request, capabilities, lambda s: s.where
+            lambda: PostgresStore(dsn.text, origin=dsn.origin, **options),
+            request,
+            capabilities,
+            lambda s: s.where,
         )
         print(f"  kernel: {store.kernel}" + (" (chosen by --kernel auto)" if kernel == "auto" else ""))
         return 0

@@ -27,7 +27,7 @@ from nnsql.export.postgres.ownership import check_extension, check_schemas
 from nnsql.export.publish.pipeline import VersionRecord
 from nnsql.export.publish.store import RegistryStore
 
-PASSWORD_ADVICE = "use PGPASSWORD, ~/.pgpass or PGPASSFILE"
+PASSWORD_ADVICE = "use DATABASE_URL, --dsn-env NAME, --dsn-file PATH, PGPASSWORD or ~/.pgpass"
 SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"
 SEARCH_PATH_IN_TRANSACTION = "SET LOCAL search_path = pg_catalog, pg_temp"
 
@@ -41,18 +41,19 @@ def raised_in(error: psycopg.Error) -> str:
     return f"{found[1].replace(chr(34), '')} line {found[2]}"  # nnsql."binary": PostgreSQL quotes it
 
 
-def describe(dsn: str) -> str:
+def describe(dsn: str, *, origin: str = "--dsn") -> str:
     """user@host:port/dbname as libpq will resolve them: the DSN's values, then the PG* variables, then
     libpq's defaults (the login name, the local socket, 5432, a database named after the user). A DSN
-    holding a password is refused, since every user of the machine can read a command line; a malformed
-    one is not echoed."""
+    holding a password is refused when it came from the command line (`origin` --dsn), which every user
+    of the machine can read; a malformed one is never echoed, nor its password (export/connection.py)."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         raise ExportError(
-            "invalid --dsn: not a libpq URI or key=value string (not shown: it may hold a password)"
+            f"invalid {origin or '--dsn'}: not a libpq URI or key=value string (not shown: it may hold "
+            "a password)"
         ) from None
-    if info.get("password"):
+    if info.get("password") and origin == "--dsn":
         raise ExportError(
             f"--dsn holds a password, which the process list shows to everyone: {PASSWORD_ADVICE}"
         )
@@ -69,19 +70,28 @@ def describe(dsn: str) -> str:
     return f"{user}@{host}:{value('port') or 5432}/{value('dbname') or user}"
 
 
+def redacted(message: str, dsn: str) -> str:
+    """The message without the DSN's password, should a driver ever quote it."""
+    try:
+        secret = psycopg.conninfo.conninfo_to_dict(dsn).get("password")
+    except psycopg.ProgrammingError:
+        return message
+    return message.replace(str(secret), "***") if secret else message
+
+
 def connected_to(connection: psycopg.Connection) -> str:
     """user@host:port/dbname of an open connection, as the server was reached."""
     info = connection.info
     return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
 
 
-def connect(dsn: str) -> psycopg.Connection:
-    """Connect with one-line errors that say what to fix and where libpq tried."""
-    where = describe(dsn)
+def connect(dsn: str, *, origin: str = "--dsn") -> psycopg.Connection:
+    """Connect with one-line errors that say what to fix and where libpq tried (never the password)."""
+    where = describe(dsn, origin=origin)
     try:
         connection = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.OperationalError as error:
-        message = " ".join(str(error).split())
+        message = redacted(" ".join(str(error).split()), dsn)
         if "authentication failed" in message or "no password supplied" in message:
             raise ExportError(f"PostgreSQL authentication failed for {where}: {PASSWORD_ADVICE}") from None
         raise ExportError(f"cannot connect to PostgreSQL at {where}: {message}") from error
@@ -140,13 +150,14 @@ class PostgresStore(RegistryStore):
         grant_to: str | None = None,
         kernel: str = "auto",
         registry_owners: Sequence[str] = (),
+        origin: str = "--dsn",
     ) -> None:
         self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
         self.progress = progress
         self.grant_to = grant_to
-        self.con = connect(dsn)
+        self.con = connect(dsn, origin=origin)
         self.where = f"PostgreSQL {connected_to(self.con)}"
 
     def close(self) -> None:
@@ -167,6 +178,7 @@ class PostgresStore(RegistryStore):
                 self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 self.con.execute((TEMPLATES / "library.sql").read_text())
+                self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield
         except psycopg.errors.InsufficientPrivilege as error:
             raise ExportError(
@@ -184,6 +196,9 @@ class PostgresStore(RegistryStore):
 
     def placeholders(self, count: int) -> list[str]:
         return ["%s"] * count
+
+    def fetch_all(self, statement: str, params: Sequence[object] = ()) -> Sequence[Sequence[Any]]:
+        return self.con.execute(statement, list(params)).fetchall()
 
     def tensor_rows(self, name: str, version: int, graph: ir.Graph) -> Iterator[dict[str, object]]:
         for tensor, array in stored_tensors(graph):
@@ -211,9 +226,10 @@ class PostgresStore(RegistryStore):
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
         self.use_schema(name)
         self.kernel = kernels.choose(self.con, self.requested_kernel)
-        self.con.execute(self.generator(name, version, graph).render())
+        self.installed = self.generator(name, version, graph).render()
         if self.grant_to:
-            self.con.execute(grant_script(name, sql.Identifier(self.grant_to).as_string(self.con)))
+            self.installed += "\n" + grant_script(name, sql.Identifier(self.grant_to).as_string(self.con))
+        self.con.execute(self.installed)
 
     def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
         """The chosen kernel's generator; the cube kernel first installs its runtime and points."""
@@ -298,6 +314,12 @@ class PostgresStore(RegistryStore):
             except psycopg.Error as error:
                 return ScoringFailure(row, raised_in(error), first_line(error))
         return ScoringFailure(0, "the scoring query", "an error no single row repeats")
+
+    def remove(self, name: str, version: int) -> None:
+        """The registry's rows of an inactive version, its cube points included."""
+        super().remove(name, version)
+        if self.fetch_one("SELECT to_regclass('nnsql.cube_tensors')") != (None,):
+            self.execute("DELETE FROM nnsql.cube_tensors WHERE model = %s AND version = %s", [name, version])
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:
         return {**super().registry_row(record, active=active), "kernel": self.kernel}

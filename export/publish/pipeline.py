@@ -25,6 +25,8 @@ from nnsql.export.ir import kinds, reference
 from nnsql.export.names import check_model_name
 from nnsql.export.publish import budget, parity
 from nnsql.export.publish.samples import SampleSet, longest_sequence, sample_inputs
+from nnsql.export.registry.carry import carried_classes
+from nnsql.export.registry.checks import StoredCheck, stored_check
 from nnsql.export.target import Capabilities
 
 
@@ -80,7 +82,9 @@ class Store(Protocol):
     def answers(
         self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
     ) -> dict[str, list]: ...
+    def active_classes(self, name: str) -> tuple[int, list[str]] | None: ...
     def activate(self, record: VersionRecord) -> None: ...
+    def keep(self, record: VersionRecord, check: StoredCheck) -> None: ...
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
     def close(self) -> None: ...
 
@@ -244,9 +248,10 @@ def input_spec_json(graph: ir.Graph) -> str:
 def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
     """Stage a new version, verify its scores, activate it; or raise, discarding it, with the old one
     still active (see Store)."""
-    graph = prepared.graph
     with store.session():
         version = store.next_version(request.name)
+        prepared = kept_classes(store, request, prepared)
+        graph = prepared.graph
         store.stage(request.name, version, graph)
         unverified = parity.ParityReport(rows=0, max_abs_diff=0.0, tolerance=request.tolerance)
         store.register(record_of(request, prepared, version, unverified, prepared.samples.source))
@@ -260,10 +265,34 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
         parity.require(report, target)
         record = record_of(request, prepared, version, report, source)
         store.activate(record)
+        store.keep(record, kept_check(request, prepared, report))
         if request.load_test_data:
             features, labels = load_test_split(prepared.metadata)
             store.load_test_data(request.name, features, labels)
     return record
+
+
+def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Prepared:
+    """The prepared version with the active version's class names when none were given (--classes,
+    metadata.json) and its output has as many classes (export/registry/carry.py)."""
+    if request.classes or prepared.metadata.get("classes"):
+        return prepared
+    graph = prepared.graph
+    classes = carried_classes(graph.kind, graph.first_size, (), store.active_classes(request.name))
+    if classes == graph.classes:
+        return prepared
+    return replace(prepared, graph=replace(graph, classes=classes))
+
+
+def kept_check(request: ExportRequest, prepared: Prepared, report: parity.ParityReport) -> StoredCheck:
+    """A few of the rows the gate compared, with what they were compared with: the check that activating
+    this version later runs again (export/registry/checks.py)."""
+    graph = prepared.graph
+    allowed = prepared.allowed
+    if allowed is None:
+        allowed = np.full(len(prepared.expected), request.tolerance)
+    meaning = (graph.kind, graph.classes, graph.first_size, bool(graph.outputs))
+    return stored_check(prepared.samples.inputs, prepared.expected, allowed, report.rows, meaning)
 
 
 def score_samples(

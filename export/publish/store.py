@@ -9,14 +9,17 @@ DDL commits) overrides `discard` to drop what it staged. Everything else is writ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
+from nnsql.export.errors import ExportError
 from nnsql.export.ir import graph as ir
 from nnsql.export.publish.pipeline import VersionRecord
+from nnsql.export.registry.checks import StoredCheck
 
 
 def values_in(row: Mapping[str, object]) -> int:
@@ -60,6 +63,20 @@ class RegistryStore:
         statement = f"SELECT coalesce(max(version), 0) + 1 FROM {self.models_table} WHERE name = {marker}"
         row = self.fetch_one(statement, [name])
         return int(row[0]) if row else 1
+
+    def active_classes(self, name: str) -> tuple[int, list[str]] | None:
+        """The active version of `name` and its class labels, or None before its first version."""
+        name_marker, active_marker = self.placeholders(2)
+        row = self.fetch_one(
+            f"SELECT version, classes FROM {self.models_table} "
+            f"WHERE name = {name_marker} AND active = {active_marker} ORDER BY version DESC",
+            [name, self.active[0]],
+        )
+        if row is None:
+            return None
+        text = row[1].read() if hasattr(row[1], "read") else row[1]  # Oracle's CLOB comes as a LOB
+        classes = text if isinstance(text, list) else json.loads(text or "[]")
+        return int(row[0]), [str(label) for label in classes]
 
     def insert(self, table: str, row: Mapping[str, object]) -> None:
         """One row; the column names are the code's own, the values are parameters."""
@@ -108,6 +125,87 @@ class RegistryStore:
         statement = f"UPDATE {self.models_table} SET active = {value} WHERE name = {name}"
         self.execute(statement, [self.active[1], record.name])
         self.update_row(record, active=True)
+
+    # -- after the export: the versions kept, activated, removed (`nnsql models`) ------------------------
+    installs_table: str | None = "nnsql.installs"  # None: the target keeps no code to install again
+    installed = ""  # the scoring code `install` ran last, kept with its version
+
+    def keep(self, record: VersionRecord, check: StoredCheck) -> None:
+        """The published version's scoring code and answer check, for activating it again later."""
+        if self.installs_table is not None:
+            row = {"name": record.name, "version": record.version, "script": self.installed}
+            self.insert(self.installs_table, {**row, "gate_check": check.document()})
+
+    def versions(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The registry's rows (every model, or `name`'s), oldest first, each with `activatable`: whether
+        its code and check were kept."""
+        columns = "m.name, m.version, m.created, m.active, m.output_kind, m.classes, m.parity_rows, "
+        columns += "m.parity_max_abs_diff, m.source, i.version IS NOT NULL"
+        statement = (
+            f"SELECT {columns} FROM {self.models_table} m LEFT JOIN {self.installs_table} i "
+            "ON i.name = m.name AND i.version = m.version"
+        )
+        params: list[object] = []
+        if name is not None:
+            statement += f" WHERE m.name = {self.placeholders(1)[0]}"
+            params.append(name)
+        keys = ["name", "version", "created", "active", "output_kind", "classes", "parity_rows"]
+        keys += ["parity_max_abs_diff", "source", "activatable"]
+        rows = self.fetch_all(statement + " ORDER BY m.name, m.version", params)
+        return [{**dict(zip(keys, row, strict=True)), "active": row[3] == self.active[0]} for row in rows]
+
+    def fetch_all(self, statement: str, params: Sequence[object] = ()) -> Sequence[Sequence[Any]]:
+        raise NotImplementedError
+
+    def version_row(self, name: str, version: int) -> dict[str, Any]:
+        """One version's registry row, or an ExportError naming the versions there are."""
+        rows = self.versions(name)
+        for row in rows:
+            if row["version"] == version:
+                return row
+        there = ", ".join(str(row["version"]) for row in rows) or "none"
+        raise ExportError(f"{name} has no version {version} (versions: {there})")
+
+    def kept(self, name: str, version: int) -> tuple[str, Any, Any]:
+        """The version's kept script, answer check and input spec."""
+        name_marker, version_marker = self.placeholders(2)
+        row = self.fetch_one(
+            f"SELECT i.script, i.gate_check, m.input_spec FROM {self.models_table} m "
+            f"JOIN {self.installs_table} i ON i.name = m.name AND i.version = m.version "
+            f"WHERE m.name = {name_marker} AND m.version = {version_marker}",
+            [name, version],
+        )
+        if row is None:
+            raise ExportError(
+                f"{name} version {version} was published before versions kept their scoring code: "
+                "export it again to activate it"
+            )
+        return str(row[0]), row[1], row[2]
+
+    def switch(self, name: str, version: int) -> None:
+        """`version` becomes the active one in the registry (its code is installed by the caller)."""
+        chosen, yes, no, model = self.placeholders(4)  # positional: in the statement's order
+        self.execute(
+            f"UPDATE {self.models_table} SET active = CASE WHEN version = {chosen} THEN {yes} ELSE {no} END "
+            f"WHERE name = {model}",
+            [version, *self.active, name],
+        )
+
+    def remove(self, name: str, version: int) -> None:
+        """An inactive version's rows: registry, tensors, kept code (the active one is refused)."""
+        if self.version_row(name, version)["active"]:
+            raise ExportError(
+                f"{name} version {version} is the active one: activate another before removing it"
+            )
+        tables = [(self.tensors_table, "model"), (self.models_table, "name")]
+        if self.installs_table is not None:
+            tables.append((self.installs_table, "name"))
+        name_marker, version_marker = self.placeholders(2)
+        for table, column in tables:
+            self.execute(
+                f"DELETE FROM {table} WHERE {column} = {name_marker} AND version = {version_marker}",
+                [name, version],
+            )
 
     def discard(self) -> None:
         """Remove a staged version after a failure; a transactional store's rollback already has."""

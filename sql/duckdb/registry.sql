@@ -33,3 +33,14 @@ CREATE TABLE IF NOT EXISTS nnsql.tensors (
     value    DOUBLE[]  NOT NULL,
     PRIMARY KEY (model, version, tensor)
 );
+
+-- Each version's scoring code as it was installed, and the gate's answer check on a few of its sample
+-- rows (export/registry/checks.py): `nnsql models activate` installs the code again and switches only
+-- once the check passes.
+CREATE TABLE IF NOT EXISTS nnsql.installs (
+    name        VARCHAR NOT NULL,
+    version     INTEGER NOT NULL,
+    script      VARCHAR NOT NULL,
+    gate_check  VARCHAR NOT NULL,  -- JSON: {rows: [{inputs, expected, allowed, answers}]}
+    PRIMARY KEY (name, version)
+);

@@ -32,6 +32,17 @@ CREATE TABLE IF NOT EXISTS nnsql.tensors (
     PRIMARY KEY (model, version, tensor)
 );
 
+-- Each version's scoring code as it was installed, and the gate's answer check on a few of its sample
+-- rows (export/registry/checks.py): nnsql.activate installs the code again and switches only once the
+-- check passes (sql/postgres/activate.sql).
+CREATE TABLE IF NOT EXISTS nnsql.installs (
+    name        text    NOT NULL,
+    version     integer NOT NULL,
+    script      text    NOT NULL,
+    gate_check  jsonb   NOT NULL,  -- {rows: [{inputs, expected, allowed, answers}]}
+    PRIMARY KEY (name, version)
+);
+
 -- Registries made by earlier releases are brought up to date, and only then: ALTER TABLE needs the
 -- tables' owner, which another exporting role may not be.
 DO $upgrade$

@@ -260,3 +260,27 @@ def test_loading_a_legacy_file_leaves_the_callers_tf_keras_models_working(tmp_pa
     with pytest.raises(ExportError, match="--max-parameters"):
         load_model(path, limits=Limits(max_parameters=1))
     assert np.array_equal(mine.predict(x, verbose=0), before)
+
+
+@pytest.fixture(scope="module")
+def exported_graph(tmp_path_factory):
+    """What Keras 3's `model.export(dir)` writes: a SavedModel of TensorFlow functions, no Keras metadata."""
+    import keras
+
+    inputs = keras.Input((3,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax", name="out")(inputs))
+    path = tmp_path_factory.mktemp("exported") / "graph"
+    model.export(str(path), verbose=False)
+    return path
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize("trust", [(), ("--trust-model-code",)])
+def test_a_keras_3_exported_graph_is_refused_in_one_line(exported_graph, tmp_path, trust, capsys):
+    """Neither the configuration check nor --trust-model-code reaches TensorFlow's loader, whose object
+    has no `inputs`: the line says what to save instead."""
+    from tests.export.executors import DuckDBExecutor
+
+    assert DuckDBExecutor(tmp_path).export(exported_graph, "graph", *trust) == 2
+    err = one_line_error(capsys)
+    assert 'model.save("m.keras")' in err and "Traceback" not in err

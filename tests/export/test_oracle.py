@@ -48,6 +48,7 @@ def test_every_script_parses_as_oracle(mnist_scripts, version):
         "02_tensors_v1.sql",
         "03_package_v1.sql",
         "04_verify_and_switch_v1.sql",
+        "activate_v1.sql",
         "install.sql",
     ]
     for name in names:

@@ -62,8 +62,39 @@ def test_a_missing_extra_is_named_in_one_line(tmp_path):
         )
         assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == (
-        """error: nnsql spawn needs dotenv, which the 'train' extra installs: pip install "nnsql[train]\""""
+        "error: nnsql spawn needs dotenv, which the 'train' extra installs: "
+        f'pip install "{CHECKOUT}[train]"'
     )
+
+
+# The checkout under test, as the install command names it from a working directory outside it.
+CHECKOUT = nnsql.source_checkout()
+
+
+def test_a_missing_kubernetes_client_names_the_k8s_extra_of_the_checkout(tmp_path):
+    """The Kubernetes backend reported a missing client as "cannot reach Kubernetes: No module named
+    'kubernetes'"; the line now names the extra and the pip command that installs it from this checkout."""
+    (tmp_path / "job.py").write_text("print('trained')\n")
+    code = (
+        "import sys; sys.modules['kubernetes'] = None\n"
+        "from nnsql import cli; sys.exit(cli.main(['spawn', '--backend', 'kubernetes', '--no-preflight', "
+        "'job.py']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: nnsql spawn needs kubernetes, which the 'k8s' extra installs: "
+        f'pip install "{CHECKOUT}[k8s]"'
+    )
+
+
+def test_the_install_command_names_the_checkout_relative_to_the_working_directory(monkeypatch):
+    monkeypatch.chdir(CHECKOUT)
+    assert cli.install_command("k8s") == 'pip install ".[k8s]"'
+    monkeypatch.chdir(CHECKOUT.parent)
+    assert cli.install_command("k8s") == f'pip install "./{CHECKOUT.name}[k8s]"'
 
 
 def test_the_extra_named_is_the_one_the_command_needs():
@@ -98,6 +129,7 @@ def test_export_of_one_target_needs_no_other_targets_driver():
         ["export", "postgres"],
         ["export", "oracle"],
         ["export", "onnx"],
+        ["models"],
     ],
 )
 def test_every_help_names_the_next_step(argv, capsys):

@@ -82,6 +82,8 @@ def kubernetes_backend(options: manifests.ClusterOptions) -> tuple[Backend, str,
         backend.check_server()
     except ClusterTooOld as error:
         raise Refused(f"error: {error}") from None
+    except ModuleNotFoundError:  # the k8s extra is missing: `nnsql` names the command that installs it
+        raise
     except Exception as error:  # no kubeconfig, no in-cluster account: the client raises its own types
         raise Refused(f"error: cannot reach Kubernetes: {one_line(error)}") from None
     return backend, manifests.SHARED_DIR, {}

@@ -1,0 +1,152 @@
+"""`nnsql models`: the versions of a published model, listed, activated (rolled back or forward) and
+removed, in a DuckDB file (--db), a PostgreSQL database (--dsn and the PG* variables) or an ONNX
+repository (--repo)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from nnsql.export import cli, connection
+from nnsql.export.errors import ExportError
+from nnsql.export.names import check_model_name
+from nnsql.export.registry import repository
+
+DESCRIPTION = """\
+List the versions of a model, activate one (roll back or forward) or remove one that is not active.
+
+Activation installs the version's scoring code again and checks its answers on the sample rows its export
+kept, in the target itself, before it switches: a version that no longer answers as Keras did is not
+activated and the active one keeps scoring. In PostgreSQL the same is SQL a DBA can call:
+  CALL nnsql.activate('mnist', 1);
+In an ONNX repository the version is named in REPO/NAME/active; a running `nnsql serve` then serves it
+alone from its next scan, with no restart."""
+EXAMPLE = "nnsql models activate --db scores.duckdb --name mnist --version 1"
+NEXT_STEP = "nnsql models list --db scores.duckdb   (the active version is marked *)"
+
+
+def parser() -> argparse.ArgumentParser:
+    result = argparse.ArgumentParser(
+        prog="nnsql models",
+        description=DESCRIPTION,
+        epilog=f"example:\n  {EXAMPLE}\nnext step:\n  {NEXT_STEP}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    result.add_argument("action", choices=("list", "activate", "remove"))
+    result.add_argument("--name", help="the model (list: every model when left out)")
+    result.add_argument("--version", type=int, help="the version to activate or remove")
+    where = result.add_argument_group("the store (one of)")
+    where.add_argument("--db", type=Path, metavar="FILE", help="a DuckDB database file")
+    where.add_argument("--repo", type=Path, metavar="DIR", help="an ONNX model repository")
+    connection.add_options(
+        where,
+        "PostgreSQL: a libpq connection string, no password in it ('' for the PG* variables; "
+        "default: DATABASE_URL when set)",
+    )
+    return result
+
+
+def checked(args: argparse.Namespace) -> connection.Dsn | None:
+    """The PostgreSQL connection (None for --db or --repo), once the options are consistent."""
+    stores = [o for o in ("db", "repo", "dsn", "dsn_env", "dsn_file") if getattr(args, o) is not None]
+    if len(stores) > 1:
+        raise ExportError("give one store: " + " or ".join("--" + o.replace("_", "-") for o in stores))
+    if args.name is not None:
+        check_model_name(args.name)
+    if args.action != "list" and (args.name is None or args.version is None):
+        raise ExportError(f"nnsql models {args.action} needs --name and --version")
+    if args.db is not None or args.repo is not None:
+        return None
+    dsn = connection.resolve(args)
+    if not dsn.origin:
+        raise ExportError(
+            "name the store: --db FILE, --repo DIR, or PostgreSQL's --dsn, --dsn-env or --dsn-file "
+            "(or set DATABASE_URL)"
+        )
+    return dsn
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The versions as aligned columns; the active one marked *."""
+    header = ("", "NAME", "VERSION", "KIND", "CLASSES", "PARITY", "ACTIVATABLE", "SOURCE")
+    lines = [header]
+    for row in rows:
+        classes = row["classes"] if isinstance(row["classes"], list) else json.loads(row["classes"] or "[]")
+        difference = row["parity_max_abs_diff"]
+        report = f"{row['parity_rows']} rows, {difference:.1e}" if difference is not None else "?"
+        lines.append(
+            (
+                "*" if row["active"] else "",
+                row["name"],
+                str(row["version"]),
+                row["output_kind"] or "probabilities",
+                ", ".join(map(str, classes))[:40],
+                report,
+                "yes" if row["activatable"] else "no (export again)",
+                str(row["source"] or ""),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def in_repository(args: argparse.Namespace) -> int:
+    if not args.repo.is_dir():
+        raise ExportError(f"--repo {args.repo} is not a directory")
+    if args.action == "list":
+        print(table(repository.listing(args.repo, args.name)))
+    elif args.action == "activate":
+        repository.activate(args.repo, args.name, args.version)
+        print(f"activated {args.name} version {args.version} in {args.repo} (served from the next scan)")
+    else:
+        repository.remove(args.repo, args.name, args.version)
+        print(f"removed {args.name} version {args.version} from {args.repo}")
+    return 0
+
+
+def in_database(args: argparse.Namespace, opened: Callable[[], Any]) -> int:
+    from nnsql.export.registry.activation import activate
+
+    store = opened()
+    try:
+        session: AbstractContextManager[None] = store.session()
+        with session:
+            if args.action == "list":
+                print(table(store.versions(args.name)))
+            elif args.action == "activate":
+                activate(store, args.name, args.version)
+            else:
+                store.remove(args.name, args.version)
+    finally:
+        store.close()
+    done = {"activate": "activated", "remove": "removed"}.get(args.action)
+    if done:
+        print(f"{done} {args.name} version {args.version} in {getattr(store, 'where', args.db)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+
+    def body() -> int:
+        dsn = checked(args)
+        if args.repo is not None:
+            return in_repository(args)
+        if args.db is not None:
+            from nnsql.export.duckdb.store import DuckDBStore
+
+            if not args.db.is_file():
+                raise ExportError(f"--db {args.db}: no such DuckDB file")
+            return in_database(args, lambda: DuckDBStore(args.db, progress=False))
+        from nnsql.export.postgres.store import PostgresStore
+
+        assert dsn is not None
+        return in_database(args, lambda: PostgresStore(dsn.text, progress=False, origin=dsn.origin))
+
+    return cli.run(body)

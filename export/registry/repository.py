@@ -1,0 +1,130 @@
+"""The versions of a model in an ONNX repository (REPO/<name>/<version>/): listed, activated, removed.
+
+Activating version N writes REPO/<name>/active holding N (written whole, then renamed into place). The
+scorer then serves that version alone, as a Triton `version_policy: specific` would, and picks the change
+up at its next scan like any other version change: the switch happens at once between two requests. A
+later export moves `active` to its new version, as an export to a database activates it. Without the
+file every version is served and the newest answers by default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsql.export.errors import ExportError
+from nnsql.export.onnx.repository import METADATA_FILE, MODEL_FILE, versions
+from nnsql.export.registry.checks import from_document, require_agreement
+
+ACTIVE_FILE = "active"
+CHECK_FILE = "check.json"
+
+
+def active_version(model_dir: Path) -> int | None:
+    """The version `active` names, else the newest complete one (None: no version)."""
+    complete = [v for v in versions(model_dir) if (model_dir / str(v) / METADATA_FILE).is_file()]
+    try:
+        named = int((model_dir / ACTIVE_FILE).read_text().strip())
+    except (OSError, ValueError):
+        named = None
+    if named in complete:
+        return named
+    return max(complete) if complete else None
+
+
+def set_active(model_dir: Path, version: int) -> None:
+    """Name `version` in `active`, whole or not at all."""
+    temporary = model_dir / f".{ACTIVE_FILE}.{os.getpid()}.tmp"
+    temporary.write_text(f"{version}\n")
+    os.replace(temporary, model_dir / ACTIVE_FILE)
+
+
+def follow_export(model_dir: Path, version: int) -> None:
+    """A newly published version becomes the active one where a version was activated by hand."""
+    if (model_dir / ACTIVE_FILE).exists():
+        set_active(model_dir, version)
+
+
+def model_dir_of(repo: Path, name: str) -> Path:
+    model_dir = repo / name
+    if not model_dir.is_dir():
+        raise ExportError(f"{repo} holds no model {name!r}")
+    return model_dir
+
+
+def metadata_of(model_dir: Path, version: int) -> dict[str, Any]:
+    path = model_dir / str(version) / METADATA_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        there = ", ".join(map(str, versions(model_dir))) or "none"
+        raise ExportError(f"{model_dir.name} has no version {version} (versions: {there})") from None
+
+
+def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
+    """Rows like a database registry's: every version of `name` (or of every model)."""
+    names = [name] if name else sorted(p.name for p in repo.iterdir() if p.is_dir() and p.name[0] != ".")
+    rows = []
+    for model in names:
+        model_dir = model_dir_of(repo, model)
+        active = active_version(model_dir)
+        for version in versions(model_dir):
+            metadata = metadata_of(model_dir, version)
+            report = metadata.get("parity", {})
+            rows.append(
+                {
+                    "name": model,
+                    "version": version,
+                    "active": version == active,
+                    "output_kind": (metadata.get("output_kinds") or ["probabilities"])[0],
+                    "classes": metadata.get("classes", []),
+                    "parity_rows": report.get("rows"),
+                    "parity_max_abs_diff": report.get("max_abs_diff"),
+                    "source": metadata.get("source", ""),
+                    "activatable": (model_dir / str(version) / CHECK_FILE).is_file(),
+                }
+            )
+    return rows
+
+
+def check_version(model_dir: Path, version: int) -> None:
+    """The version's answer check, kept beside its model, run again in onnxruntime."""
+    from nnsql.export.onnx.__main__ import load_session, session_predict
+    from nnsql.serve import outputs as scorer
+
+    metadata = metadata_of(model_dir, version)
+    check_file = model_dir / str(version) / CHECK_FILE
+    if not check_file.is_file():
+        raise ExportError(
+            f"{model_dir.name} version {version} was published before versions kept their answer check: "
+            "export it again to activate it"
+        )
+    check = from_document(check_file.read_text())
+    scores = session_predict(load_session(model_dir / str(version) / MODEL_FILE), check.inputs)
+    kind = (metadata.get("output_kinds") or ["probabilities"])[0]
+    units = int(metadata["outputs"][0]["shape"][-1])
+    answered = scorer.answers(kind, np.asarray(scores)[:, :units], list(metadata.get("classes", [])))
+    asked = {f: answered[f] for f in check.answers if f in answered}
+    require_agreement(check, scores, asked, f"{model_dir.name} version {version}")
+
+
+def activate(repo: Path, name: str, version: int) -> None:
+    model_dir = model_dir_of(repo, name)
+    check_version(model_dir, version)
+    set_active(model_dir, version)
+
+
+def remove(repo: Path, name: str, version: int) -> None:
+    """The version's directory, renamed away first so that no scan sees it half deleted."""
+    model_dir = model_dir_of(repo, name)
+    metadata_of(model_dir, version)
+    if active_version(model_dir) == version:
+        raise ExportError(f"{name} version {version} is the active one: activate another before removing it")
+    doomed = model_dir / f".removing-{version}-{os.getpid()}"
+    os.rename(model_dir / str(version), doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
