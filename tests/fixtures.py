@@ -3,12 +3,14 @@
 - `free_port()`: a loopback TCP port no other test of this machine was handed in the last minute.
 - `locked(path)`: an exclusive lock on a file, for a folder under build/ that workers create once and reuse.
 - `made_once(tmp_path_factory, name, make)`: a folder made by one worker of the run and read by all.
+- `wait_for(condition)`: returns as soon as a condition holds, instead of sleeping a fixed time.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -22,7 +24,7 @@ import pytest
 # The ports handed out on this machine, shared by every worker and every concurrent run: a port is free
 # when probed but taken only when its server binds it, and another process probing in between would be
 # handed the same one.
-PORTS = Path(tempfile.gettempdir()) / "nnsql-test-ports.json"
+PORTS = Path(tempfile.gettempdir()) / f"nnsql-test-ports-{os.getuid()}.json"
 PORT_QUARANTINE_SECONDS = 60.0
 
 
@@ -59,6 +61,17 @@ def free_port() -> int:
         handed[port] = now
         PORTS.write_text(json.dumps(handed))
         return port
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 30.0, every: float = 0.02) -> None:
+    """Return as soon as `condition()` holds; fail after `seconds` (a bound for a broken server, not a
+    pause: a test that waits for something to happen waits for it, not for a fixed time)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, (
+            f"still not true after {seconds:g} s: {condition.__doc__ or condition}"
+        )
+        time.sleep(every)
 
 
 def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
