@@ -171,7 +171,7 @@ def test_the_scorer_answers_without_tensorflow(onnx_repo):
             try:
                 if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # bound, workers still starting
                 time.sleep(0.3)
         row = np.zeros(784, dtype=np.float32).tolist()
         body = {"inputs": [{"name": "features", "shape": [1, 784], "datatype": "FP32", "data": row}]}
