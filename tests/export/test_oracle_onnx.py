@@ -131,8 +131,10 @@ def test_every_zoo_model_the_route_accepts_runs_in_onnxruntime_1_15(kind, name, 
     predicted = model.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
     expected = predicted[0] if isinstance(predicted, list) else predicted  # Oracle scores the first head
     actual = scored_in_ort115(tmp_path / "out", "net", inputs)
-    assert actual.shape == expected.shape
-    assert np.abs(actual - expected).max() <= TOLERANCE and (actual.argmax(1) == expected.argmax(1)).all()
+    # NaN where Keras gives NaN (an average over a sequence whose every step is masked is 0 / 0 in Keras)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=TOLERANCE, equal_nan=True)
+    finite = np.isfinite(expected).all(axis=1)
+    assert finite.sum() >= len(expected) // 2 and (actual.argmax(1) == expected.argmax(1))[finite].all()
 
 
 def parse_errors(text: str, version: str) -> list:
