@@ -28,14 +28,22 @@ demo: setup
 ort115: setup
 	@$(PY) -m tests.onnxruntime115
 
+# pytest's worker processes (pytest-xdist): one per core by default; TEST_WORKERS=0 runs in this process.
+# A test file is the unit a worker takes, so its module-scoped fixtures (an export, a server) are made once.
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# tests.components stops the run, in one line, on a component the suite needs that is missing or does not
+# start (PostgreSQL, plpython3u, Chromium, Fashion-MNIST), so that its tests cannot skip.
 test: setup ort115
+	$(PY) -m tests.components
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
-	$(PY) -m pytest --durations=20
+	$(PYTEST) --durations=20
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: setup
 	$(PY) -m ruff check .

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the named Debian packages that are missing, when running as root; otherwise says what is missing.
-# A package the archives offer but that fails to install stops the run with one line naming it.
-# A package no archive offers is reported (the CI=true test run then fails on whatever needed it).
+# Installs the named Debian packages that are missing, as root. Whenever one cannot be installed (not root,
+# no apt-get, not offered by the archives, or apt-get fails) the script stops with one line naming the
+# packages and exits 1: a machine without them would otherwise run the suite with their tests skipped.
 set -euo pipefail
 
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]; }
@@ -19,19 +19,19 @@ for pkg in "$@"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-  echo "Note: Debian packages not installed (need root): ${missing[*]}; install them with apt-get." >&2
-  exit 0
+  echo "error: Debian packages missing (only root with apt-get installs them): ${missing[*]}" >&2
+  exit 1
 fi
 apt-get update -qq
 available=()
+unavailable=()
 for pkg in "${missing[@]}"; do
-  if offered "$pkg"; then
-    available+=("$pkg")
-  else
-    echo "Note: $pkg is not offered by this system's archives; the tests that need it will fail under CI." >&2
-  fi
+  if offered "$pkg"; then available+=("$pkg"); else unavailable+=("$pkg"); fi
 done
-[ ${#available[@]} -eq 0 ] && exit 0
+if [ ${#unavailable[@]} -gt 0 ]; then
+  echo "error: Debian packages not offered by this system's archives: ${unavailable[*]}" >&2
+  exit 1
+fi
 echo "Installing Debian packages: ${available[*]}"
 if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${available[@]}" \
   >/tmp/nnsql-apt.log 2>&1; then

@@ -1,8 +1,13 @@
-"""Shared fixtures: models saved to temporary directories, trained or seeded."""
+"""Shared fixtures: models saved to temporary directories, trained or seeded.
+
+Under pytest-xdist each worker process has its own session: the models are made once per run by whichever
+worker needs them first (tests/fixtures.py `made_once`), and each worker starts its own PostgreSQL server.
+"""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,30 +15,48 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tests import models
-from tests.ci_skips import pytest_runtest_makereport  # noqa: F401  (the hook, registered here)
+from tests.fixtures import made_once
+
+pytest_plugins = ["tests.ci_skips"]
 
 REPO = Path(__file__).resolve().parents[1]
+SCREENSHOTS = REPO / "build" / "screenshots"  # the browser tests' (tests/serve/test_page.py)
+STARTED = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where this run's screenshots of the page are, for a person to look at. Read from the folder, not
+    from the test module: under pytest-xdist the tests ran in worker processes."""
+    taken = sorted(p for p in SCREENSHOTS.glob("*.png") if p.stat().st_mtime >= STARTED)
+    if taken:
+        terminalreporter.write_sep("-", f"{len(taken)} screenshots of the page")
+        for path in taken:
+            terminalreporter.write_line(str(path))
 
 
 @pytest.fixture(scope="session")
 def cern_mlp_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference architecture (784 inputs) with seeded weights."""
-    return models.save(models.cern_mlp(), tmp_path_factory.mktemp("cern_mlp"))
+    folder = made_once(tmp_path_factory, "cern_mlp", lambda out: models.save(models.cern_mlp(), out))
+    return folder / "model.keras"
 
 
 @pytest.fixture(scope="session")
 def mixed_layers_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return models.save(models.mixed_layers(), tmp_path_factory.mktemp("mixed"))
+    folder = made_once(tmp_path_factory, "mixed", lambda out: models.save(models.mixed_layers(), out))
+    return folder / "model.keras"
+
+
+def train_digits(out: Path) -> None:
+    from nnsql.train import mnist
+
+    assert mnist.main(["--dataset", "digits", "--out", str(out), "--quiet"]) == 0
 
 
 @pytest.fixture(scope="session")
 def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference network really trained (scikit-learn digits, a few seconds)."""
-    from nnsql.train import mnist
-
-    out = tmp_path_factory.mktemp("digits")
-    assert mnist.main(["--dataset", "digits", "--out", str(out), "--quiet"]) == 0
-    return out / "model.keras"
+    return made_once(tmp_path_factory, "digits", train_digits) / "model.keras"
 
 
 @pytest.fixture(scope="session")
@@ -42,18 +65,24 @@ def user_models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str
     as legacy `.h5`: {(case, "keras" or "h5"): path}."""
     from tests import user_models as cases
 
-    directory = tmp_path_factory.mktemp("user_models")
-    paths = {}
-    for name, case in cases.CASES.items():
-        for fmt in ("keras", "h5"):
-            model = cases.trained(case, legacy=fmt == "h5")
-            paths[name, fmt] = cases.save(model, case, directory / f"{name}_{fmt}", legacy=fmt == "h5")
-    return paths
+    def train(directory: Path) -> None:
+        for name, case in cases.CASES.items():
+            for fmt in ("keras", "h5"):
+                model = cases.trained(case, legacy=fmt == "h5")
+                cases.save(model, case, directory / f"{name}_{fmt}", legacy=fmt == "h5")
+
+    directory = made_once(tmp_path_factory, "user_models", train)
+    return {
+        (name, fmt): directory / f"{name}_{fmt}" / ("model.h5" if fmt == "h5" else "model.keras")
+        for name in cases.CASES
+        for fmt in ("keras", "h5")
+    }
 
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A real PostgreSQL server on a Unix socket, for the whole session (skipped if not installed)."""
+    """A real PostgreSQL server on a Unix socket, for the whole session of this worker (skipped if not
+    installed, which fails the run under CI=true; `make test` checks it starts before pytest runs)."""
     from tests.postgres_server import start_server
 
     try:

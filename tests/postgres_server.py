@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.fixtures import free_port
 
 ADMIN = "nnsql_admin"
 PASSWORD_USER = "pw_user"
@@ -23,12 +24,6 @@ def find_bin_dir() -> Path | None:
             return root
     found = shutil.which("initdb")
     return Path(found).parent if found else None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

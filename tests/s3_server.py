@@ -4,23 +4,18 @@ use Ceph RGW or MinIO. Test credentials only; nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.fixtures import free_port
 
 TEST_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "nnsql-test-key",
     "AWS_SECRET_ACCESS_KEY": "nnsql-test-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.fixtures import locked
 
 BUILD = REPO / "build" / "package"
 LOCK_FILES = ("requirements.txt", "requirements-dev.txt", "pyproject.toml")
@@ -73,11 +74,12 @@ def fresh_venv() -> Path:
 
 @pytest.fixture(scope="module")
 def installed() -> Path:
-    wheel, venv = build_wheel(), fresh_venv()
-    install = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
-    subprocess.run(
-        [*install, "--no-deps", "--no-index", "--force-reinstall", str(wheel)], check=True, timeout=300
-    )
+    with locked(BUILD.with_name("package.lock")):  # one worker builds and installs at a time
+        wheel, venv = build_wheel(), fresh_venv()
+        install = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
+        subprocess.run(
+            [*install, "--no-deps", "--no-index", "--force-reinstall", str(wheel)], check=True, timeout=300
+        )
     return venv
 
 

@@ -12,7 +12,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.fixtures import free_port
 
 TRAINING_SCRIPT = """\
 import os
@@ -91,12 +91,6 @@ def command_path(tmp_path: Path) -> str:
             (bin_dir / name).write_text(f'#!/bin/sh\nexec {sys.executable} {module} "$@"\n')
             (bin_dir / name).chmod(0o755)
     return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_quick_start(title: str, directory: Path, tmp_path: Path, port: str = "8000", **env: str) -> str:

@@ -58,11 +58,11 @@ def segments(model, target: str) -> list[Segment]:
 
 
 def is_flat_float(model) -> bool:
-    """One float input of shape [batch, n] already."""
+    """One float input of shape [batch, n] already, under the name the scorers feed."""
     import onnx
 
     inputs = model.graph.input
-    if len(inputs) != 1:
+    if len(inputs) != 1 or inputs[0].name != FEATURES:
         return False
     tensor = inputs[0].type.tensor_type
     return tensor.elem_type == onnx.TensorProto.FLOAT and len(tensor.shape.dim) == 2

@@ -16,6 +16,7 @@ from nnsql.export.errors import ExportError
 from nnsql.export.oracle.__main__ import main as export_oracle
 from nnsql.export.oracle.store import explain, parse_dsn, sql_statements
 from tests import models
+from tests.ci_skips import needs_endpoint
 from tests.export.plsql_interpreter import blas_gemv, load_scripts
 
 pytestmark = pytest.mark.oracle
@@ -210,10 +211,8 @@ def test_password_is_never_taken_from_argv(cern_mlp_path, capsys, monkeypatch):
     assert "set ORACLE_PASSWORD" in capsys.readouterr().err
 
 
-live = pytest.mark.skipif(
-    not (os.environ.get("ORACLE_DSN") and os.environ.get("ORACLE_PASSWORD")),
-    reason="needs a live Oracle: set ORACLE_DSN (user@host:port/service) and ORACLE_PASSWORD",
-)
+# ORACLE_DSN set without ORACLE_PASSWORD is a half-configured endpoint: the test then fails, not skips.
+live = needs_endpoint("ORACLE_DSN", "a live Oracle at user@host:port/service, with ORACLE_PASSWORD")
 
 
 @live

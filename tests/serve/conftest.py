@@ -11,6 +11,7 @@ from werkzeug.serving import make_server
 from nnsql.export.onnx.__main__ import export as export_onnx
 from nnsql.serve.app import create_app
 from nnsql.serve.rpc.server import create_grpc_server
+from tests.fixtures import free_port
 
 
 @pytest.fixture(scope="session")
@@ -59,14 +60,6 @@ def serve_app(onnx_repo):
 @pytest.fixture
 def live(serve_app) -> LiveServer:
     return serve_app()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class ServeProcess:
@@ -155,15 +148,3 @@ def serve_process(onnx_repo):
     for server in started:
         if server.process.poll() is None:
             server.stop()
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    """Where the browser tests' screenshots are, for a person to look at (tests/serve/test_page.py)."""
-    import sys
-
-    page_tests = sys.modules.get("tests.serve.test_page")
-    taken = getattr(page_tests, "TAKEN", [])
-    if taken:
-        terminalreporter.write_sep("-", f"{len(taken)} screenshots of the page")
-        for path in taken:
-            terminalreporter.write_line(str(path))

@@ -251,7 +251,7 @@ def test_many_large_calls_at_once_hold_a_bounded_amount_of_memory(serve_process)
     --max-connections of them. The flow-control window now stays small until a thread reads the call."""
     import threading
 
-    from tests.serve.conftest import free_port
+    from tests.fixtures import free_port
 
     port = free_port()
     server = serve_process("--workers", "1", "--grpc-port", str(port))
@@ -297,7 +297,7 @@ def test_idle_grpc_connections_cannot_take_the_workers_file_descriptors(serve_pr
     """grpc accepted every connection: 20,000 idle ones (no key needed, nothing sent) used up a worker's
     file descriptors, and its HTTP server stopped answering too. They are capped at --max-connections,
     like HTTP's, and closed after --client-timeout when they never start."""
-    from tests.serve.conftest import free_port
+    from tests.fixtures import free_port
 
     port = free_port()
     server = serve_process("--workers", "1", "--grpc-port", str(port), "--max-connections", "100")
@@ -324,7 +324,7 @@ def resident_mib(pid: int) -> float:
 
 @pytest.mark.slow
 def test_python_m_serve_grpc_port_and_a_port_in_use(onnx_repo):
-    from tests.serve.conftest import free_port
+    from tests.fixtures import free_port
 
     port = free_port()
     server = ServeProcess(onnx_repo, "--workers", "2", "--grpc-port", str(port))
@@ -361,7 +361,7 @@ def test_calls_that_never_send_their_message_hold_the_workers_threads_for_a_boun
     no deadline of grpcio's own: as many such calls as threads (2; no key needed) stopped the worker's
     gRPC service for as long as the client liked, and held their connections open under the cap.
     Connections now live at most --request-timeout, then get --request-timeout to finish their calls."""
-    from tests.serve.conftest import free_port
+    from tests.fixtures import free_port
 
     port = free_port()
     server = serve_process("--workers", "1", "--grpc-port", str(port), "--request-timeout", "2")

@@ -6,7 +6,6 @@ TensorFlow) rehearsed: the scorer answers with TensorFlow and Keras impossible t
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from jsonschema import Draft202012Validator
 from nnsql.serve import __main__ as scorer
 from nnsql.serve import manifests
 from tests.conftest import REPO
+from tests.fixtures import free_port
 
 KUBERNETES = "1.37.0"
 DEFINITIONS = f"kubernetes-json-schema/v{KUBERNETES}-local-strict/_definitions.json"
@@ -150,12 +150,6 @@ def test_the_scorer_image_installs_the_serve_extra_only_and_runs_as_a_user():
     assert "onnxruntime" in serve_extra and not any(
         name in serve_extra for name in ("tensorflow", "keras", "tf2onnx")
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 BLOCK_TENSORFLOW = (

@@ -19,10 +19,8 @@ import requests
 
 from nnsql.export.onnx.__main__ import export as export_onnx
 from tests import models
-from tests.conftest import REPO
+from tests.conftest import SCREENSHOTS
 
-SCREENSHOTS = REPO / "build" / "screenshots"
-TAKEN: list[Path] = []  # listed at the end of the run (tests/serve/conftest.py)
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat"]
 FASHION += ["Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 IRIS = ["setosa", "versicolor", "virginica"]
@@ -119,7 +117,6 @@ def screenshot(driver, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 5000
-    TAKEN.append(path)
     return path
 
 

@@ -4,18 +4,30 @@ answers, over real HTTP against `nnsql serve`."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
+from http.client import HTTPConnection
 
 import pytest
 import requests
 
-HEADERS_CUT_SHORT = b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: x\r\n"
+from tests.fixtures import wait_for
+from tests.sockets import holders
+
+# A Host the server answers for: a foreign one is refused (403) as soon as the headers are complete.
+HEADERS_CUT_SHORT = b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 BODY_CUT_SHORT = (
-    b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     b'Content-Length: 100000\r\n\r\n{"inputs": ['
 )
 ROW = {"inputs": [{"name": "features", "shape": [1, 784], "datatype": "FP32", "data": [0.5] * 784}]}
+
+
+def taken_in(server, connections: list[socket.socket]) -> bool:
+    """Whether the server's processes hold every one of the connections (none left in the accept queue)."""
+    held = holders(server.port, connections, [server.process.pid, *server.worker_pids()])
+    return held[None] == 0
 
 
 def stall(port: int, count: int) -> list[socket.socket]:
@@ -31,11 +43,14 @@ def test_sixty_four_stalled_clients_do_not_stop_a_normal_one(serve_process):
     server = serve_process()
     stalled = stall(server.port, 64)
     try:
-        time.sleep(1.0)  # let the server take them all in
+        wait_for(lambda: taken_in(server, stalled))
         for _ in range(5):  # bounded: five rounds, each answered within the client's timeout
             assert requests.get(f"{server.url}/v2/health/live", timeout=5).ok
             answer = requests.post(f"{server.url}/v2/models/mnist/infer", json=ROW, timeout=5)
             assert answer.ok and len(answer.json()["outputs"][0]["data"]) == 10
+        for connection in stalled:
+            connection.setblocking(False)
+        assert sum(server_closed(connection) for connection in stalled) == 0  # all 64 still stalled
     finally:
         for connection in stalled:
             connection.close()
@@ -127,10 +142,25 @@ def normal_client_answers(url: str) -> None:
     assert answer.ok and len(answer.json()["outputs"][0]["data"]) == 10
 
 
+def server_closed(connection: socket.socket) -> bool:
+    """Whether the server closed this connection, or answered the request it had not finished (and so
+    will close it)."""
+    try:
+        data = connection.recv(4096)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return data == b"" or data.startswith(b"HTTP/")
+
+
 @pytest.mark.slow
 def test_a_thousand_trickling_connections_do_not_stop_a_normal_client(serve_process):
+    """Within its limits (request timeout 30 s, 1,000 connections and 64 per address in each worker) the
+    flood is held, not dropped: every connection stays open and is held by a worker, so the normal
+    client's answers are not bought by closing the slow ones."""
     more_open_files(4096)
-    server = serve_process()
+    server = serve_process("--workers", "2")
     connections = [open_from(server.port, f"127.0.0.{10 + i % 20}") for i in range(1000)]
     try:
         for second in range(8):  # bounded: 8 rounds of one byte per connection
@@ -138,6 +168,50 @@ def test_a_thousand_trickling_connections_do_not_stop_a_normal_client(serve_proc
             trickle_round(connections, second)
             normal_client_answers(server.url)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+        closed = sum(server_closed(connection) for connection in connections)
+        held = holders(server.port, connections, server.worker_pids())
+        assert closed == 0
+        assert held[None] == 0 and sum(held.values()) == 1000
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def answered_on_its_own_connection(port: int, body: str) -> tuple[HTTPConnection, list[float]]:
+    """One inference on a new kept-alive connection: the connection (still open) and the probabilities."""
+    connection = HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("POST", "/v2/models/mnist/infer", body, {"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    assert answer.status == 200 and answer.getheader("Connection", "keep-alive") == "keep-alive"
+    return connection, json.loads(answer.read())["outputs"][0]["data"]
+
+
+def test_both_workers_of_the_shared_port_answer(serve_process, cern_mlp_path):
+    """Connections to the one port are answered by each of the two worker processes (the one holding the
+    connection's server end, read from /proc), each with Keras's probabilities."""
+    import keras
+    import numpy as np
+
+    server = serve_process("--workers", "2")
+    server.wait_for_workers(2)
+    workers = server.worker_pids()
+    assert len(workers) == 2
+    expected = keras.saving.load_model(cern_mlp_path).predict(
+        np.array(ROW["inputs"][0]["data"], ndmin=2), verbose=0
+    )[0]
+    body = json.dumps(ROW)
+    answered: dict[int, int] = {}
+    connections: list[HTTPConnection] = []
+    try:
+        for _ in range(400):  # bounded; each connection goes to whichever worker accepts it first
+            connection, probabilities = answered_on_its_own_connection(server.port, body)
+            connections.append(connection)
+            assert np.abs(np.array(probabilities) - expected).max() <= 1e-5  # float32 parity
+            (worker,) = holders(server.port, [connection.sock], workers)
+            answered[worker] = answered.get(worker, 0) + 1
+            if len(answered) == 2:
+                break
+        assert sorted(answered) == sorted(workers)
     finally:
         for connection in connections:
             connection.close()
@@ -173,7 +247,7 @@ def test_at_the_connection_cap_the_oldest_slow_connection_makes_room(serve_proce
     connections = [open_from(server.port, f"127.0.0.{10 + i % 5}") for i in range(100)]
     try:
         trickle_round(connections, 0)
-        time.sleep(0.5)
+        wait_for(lambda: taken_in(server, connections))
         for _ in range(3):
             normal_client_answers(server.url)
         assert refused(connections[0])  # the oldest trickling connection was closed for the newcomer

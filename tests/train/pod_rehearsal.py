@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.fixtures import locked
 
 BUILD = REPO / "build" / "pod-images"
 NETWORK = "10.244.0"
@@ -49,6 +50,11 @@ def image_environment(distribution: str) -> Path:
     distribution swapped, which saves most of a second installation."""
     version = pinned("tensorflow")
     venv = BUILD / f"{distribution}-{version}"
+    with locked(venv.with_name(venv.name + ".lock")):  # one builder at a time, the others reuse it
+        return made_image(distribution, version, venv)
+
+
+def made_image(distribution: str, version: str, venv: Path) -> Path:
     done = venv / "rehearsal-image.json"
     if done.exists():
         return venv
@@ -74,7 +80,9 @@ def image_environment(distribution: str) -> Path:
 def wheel_index() -> Path:
     """The pods' package index: the tf-keras wheel of the pinned release, downloaded once."""
     folder = BUILD / f"index-tf-keras-{pinned('tf-keras')}"
-    if not any(folder.glob("*.whl")):
+    with locked(folder.with_name(folder.name + ".lock")):
+        if any(folder.glob("*.whl")):
+            return folder
         download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(folder)]
         subprocess.run([*download, f"tf-keras=={pinned('tf-keras')}"], check=True)
     return folder

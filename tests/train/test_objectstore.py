@@ -15,6 +15,7 @@ from nnsql.train import hep_data
 from nnsql.train.data import local_files, tfrecords
 from nnsql.train.objectstore import DataError
 from nnsql.train.spawn import __main__ as spawn
+from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
 from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server, server_client, upload
 
@@ -147,9 +148,7 @@ def test_inclusive_classifier_trains_from_s3_with_two_workers(endpoint, hep_obje
     assert staged[0].isdisjoint(staged[1]) and staged[0] | staged[1] == set(hep_objects)
 
 
-@pytest.mark.skipif(
-    not os.environ.get("S3_TEST_URL"), reason="set S3_TEST_URL (and credentials) to test a live store"
-)
+@needs_endpoint("S3_TEST_URL", "a live store (and its credentials)")
 def test_live_store_lists_and_stages(tmp_path):
     """S3_TEST_URL=s3://bucket/prefix/*.tfrecord on the endpoint in AWS_ENDPOINT_URL (or AWS itself)."""
     files = local_files(os.environ["S3_TEST_URL"], cache_dir=tmp_path, progress=False)

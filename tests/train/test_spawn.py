@@ -20,6 +20,7 @@ from nnsql.train.spawn import envfile, manifests
 from nnsql.train.spawn.backend import RunSpec, read_record
 from nnsql.train.spawn.control import Settings, run_job
 from nnsql.train.spawn.local import LocalBackend
+from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
 from tests.train.test_spawn_safety import alive
 
@@ -200,7 +201,7 @@ def test_status_logs_and_delete(runs, capsys):
 
 
 @pytest.mark.k8s
-@pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="needs KUBECONFIG pointing at a cluster")
+@needs_endpoint("KUBECONFIG", "a Kubernetes cluster")
 def test_two_workers_on_kubernetes(runs):
     image = os.environ.get("NNSQL_TEST_IMAGE", manifests.ClusterOptions.image)
     script = REPO / "tests" / "train" / "k8s_smoke.py"
