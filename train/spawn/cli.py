@@ -119,8 +119,14 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
         "--image",
         help=f"default {manifests.IMAGE}, or {manifests.GPU_IMAGE} when the workers ask for GPUs",
     )
-    cluster.add_argument("--cpu", type=quantity, default="2")
-    cluster.add_argument("--memory", type=quantity, default="4Gi")
+    cluster.add_argument(
+        "--cpu", type=quantity, help=f"per worker (default: the --pod-file's request, else {manifests.CPU})"
+    )
+    cluster.add_argument(
+        "--memory",
+        type=quantity,
+        help=f"per worker, request and limit (default: the --pod-file's, else {manifests.MEMORY})",
+    )
     cluster.add_argument("--gpus", type=bounded(0), default=0, help="nvidia.com/gpu per worker")
     cluster.add_argument("--node-selector", action="append", default=[], metavar="KEY=VALUE")
     cluster.add_argument("--pvc", help="ReadWriteMany claim shared by the workers (backup and outputs)")
@@ -169,11 +175,12 @@ def cluster_options(args: argparse.Namespace) -> manifests.ClusterOptions:
     selector = dict(item.split("=", 1) for item in args.node_selector)
     pod_template = read_yaml(args.pod_file)
     gpus = args.gpus or podtemplate.requested_gpus(pod_template)
+    asked = podtemplate.requested(pod_template)
     return manifests.ClusterOptions(
         namespace=args.namespace,
         image=args.image or manifests.default_image(gpus),
-        cpu=args.cpu,
-        memory=args.memory,
+        cpu=args.cpu or asked.get("cpu", manifests.CPU),
+        memory=args.memory or asked.get("memory", manifests.MEMORY),
         gpus=args.gpus,
         node_selector=selector,
         pvc=args.pvc,
@@ -230,6 +237,7 @@ def cluster_report(
         if args.pod_file or args.overlay:
             report.warnings.append("--pod-file and --overlay apply to the kubernetes backend only")
         return report
+    report.notes.extend(resource_overrides(args, options.pod_template))
     pod = job["spec"]["template"]["spec"]
     if podsecurity.privileged(pod) and not options.allow_privileged:
         report.errors.append(
@@ -243,3 +251,14 @@ def cluster_report(
             "in the chief's pod, deleted with the Job"
         )
     return report
+
+
+def resource_overrides(args: argparse.Namespace, pod_template: dict) -> list[str]:
+    """One line for each of --cpu/--memory that replaces what the --pod-file asks for."""
+    asked = podtemplate.requested(pod_template)
+    lines = []
+    for name in ("cpu", "memory"):
+        given = getattr(args, name)
+        if given and name in asked and asked[name] != given:
+            lines.append(f"--{name} {given} replaces the pod file's {name} {asked[name]}")
+    return lines
