@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from nnsql import quiet
-from nnsql.train.spawn import cli, commands, manifests
+from nnsql.train.spawn import cli, commands, latest, manifests
 from nnsql.train.spawn.backend import Backend, RunSpec, read_record, write_record
 from nnsql.train.spawn.control import JobFailed, Settings, Stopped, run_job, stop_on_signals
 from nnsql.train.spawn.preflight import Report
@@ -119,6 +119,7 @@ def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Set
         print(cli.limits.local_memory_note(cli.task_count(args)), file=sys.stderr)
     run_dir = (runs / run_id).resolve()
     run_dir.mkdir(parents=True)
+    latest.point_to(runs, run_dir)
     write_record(
         run_dir,
         keras=args.keras,
@@ -167,7 +168,8 @@ def delete_tagged(args: argparse.Namespace) -> int:
     if not args.tag:
         raise Refused("error: -d deletes the runs of a tag: give -t TAG (or: nnsql spawn delete RUN)")
     stem = cli.tag_stem(args.tag)
-    tagged = [d for d in sorted(RUNS.glob("*/run.json")) if read_record(d.parent).get("tag") == stem]
+    recorded = [d for d in sorted(RUNS.glob("*/run.json")) if not latest.is_link(d.parent)]
+    tagged = [d for d in recorded if read_record(d.parent).get("tag") == stem]
     if not tagged:
         print(f"no run tagged {args.tag!r} in {RUNS}/")
         return 0

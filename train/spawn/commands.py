@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from nnsql.train.spawn import manifests
+from nnsql.train.spawn import latest, manifests
 from nnsql.train.spawn.backend import read_record
 
 NAMES = ("status", "logs", "delete")
@@ -45,11 +45,13 @@ def show_log(run_dir: Path, record: dict, worker: int) -> None:
 
 
 def delete(run_dir: Path, record: dict) -> None:
+    runs, run_dir = run_dir.parent, run_dir.resolve()  # `latest` deletes the run it names
     if record.get("backend") == "kubernetes":
         from nnsql.train.spawn.kube import KubernetesBackend
 
         options = manifests.ClusterOptions(namespace=record.get("namespace", "default"))
         KubernetesBackend(options).delete_run(run_dir.name)
+    latest.forget(runs, run_dir)
     shutil.rmtree(run_dir)
     print(f"deleted {run_dir.name}")
 
