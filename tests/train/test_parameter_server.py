@@ -12,6 +12,7 @@ import pytest
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import bootstrap, manifests, tfconfig
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 PS_SCRIPT = """
 import json, os, sys
@@ -96,7 +97,7 @@ def test_parameter_server_rehearsal_trains_locally(tmp_path, monkeypatch):
     out.mkdir()
     args = ["-w", "2", "--strategy", "parameter-server", "--ps", "1", str(script), "--", str(out)]
     assert spawn.main(args) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     chief = (run_dir / "attempt-0" / "worker-0.log").read_text()
     cluster = json.loads(re.search(r"cluster: (\{.*\})", chief).group(1))
     assert {kind: len(tasks) for kind, tasks in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}

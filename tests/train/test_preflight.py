@@ -15,6 +15,7 @@ import pytest
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import preflight
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -136,7 +137,7 @@ def test_a_mirrored_strategy_script_runs_through_spawn(tmp_path, monkeypatch, ca
     monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
     monkeypatch.chdir(REPO)
     assert spawn.main(["-w", "1", str(write(tmp_path, MIRRORED))]) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     log = (run_dir / "attempt-0" / "worker-0.log").read_text()
     assert "trained on 1 device(s)" in log
     assert "a strategy of one machine" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import yaml
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import manifests
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 MNIST = REPO / "train" / "mnist.py"
 
@@ -133,18 +134,21 @@ def test_command_lines_run_with_the_workers_python(runs, tmp_path, monkeypatch):
     setup = tmp_path / "setup.sh"
     setup.write_text("export COMMAND_PYTHON=\"$(python -c 'import sys; print(sys.prefix)')\"\n")
     assert spawn.main(["-w", "1", "--command", str(setup), str(script)]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     log = (run_dir / "attempt-0" / "worker-0.log").read_text()
     assert f"script python: {sys.prefix}" in log and f"command python: {sys.prefix}" in log
 
 
-def test_delete_by_tag_removes_the_tagged_runs_only(runs, capsys, tmp_path):
+def test_delete_by_tag_removes_the_tagged_runs_only(runs, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))  # no cluster: runs/ only
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     for run, tag in (("mnist-test-1", "mnist-test"), ("mnist-test-2", "mnist-test"), ("other-1", "other")):
         (runs / run).mkdir(parents=True)
         (runs / run / "run.json").write_text(json.dumps({"backend": "local", "tag": tag}))
     assert spawn.main(["-d", "-t", "mnist-test"]) == 0
     assert sorted(path.name for path in runs.iterdir()) == ["other-1"]
-    assert spawn.main(["-d"]) == 2 and "-d deletes the runs of a tag: give -t TAG" in capsys.readouterr().err
+    assert "note: no cluster searched" in capsys.readouterr().err
+    assert spawn.main(["-d"]) == 0 and list(runs.iterdir()) == []
 
 
 # CERN's pod-cpu.yaml (the blog's workers cache their data in memory: 30Gi, 10 CPU)

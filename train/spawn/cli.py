@@ -110,7 +110,8 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
         "-d",
         "--delete",
         action="store_true",
-        help="TF-Spawner's -d: delete the runs tagged -t TAG (their folders and cluster resources)",
+        help="TF-Spawner's -d: delete the runs tagged -t TAG (every spawn run without -t), found in runs/ "
+        "and by their labels in the namespace: folders and cluster resources",
     )
     cluster = parser.add_argument_group("kubernetes")
     cluster.add_argument("-n", "--namespace", default="default")
