@@ -141,3 +141,38 @@ def test_a_mirrored_strategy_script_runs_through_spawn(tmp_path, monkeypatch, ca
     log = (run_dir / "attempt-0" / "worker-0.log").read_text()
     assert "trained on 1 device(s)" in log
     assert "a strategy of one machine" in capsys.readouterr().err
+
+
+S3_READERS = """
+import tensorflow as tf
+DATA = "s3://physics/hep/train.tfrecord"
+{line}
+"""
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'records = tf.data.TFRecordDataset("s3://physics/hep/part-0.tfrecord")',
+        "records = tf.data.TFRecordDataset([DATA])",
+        'files = tf.data.Dataset.list_files(f"s3://physics/hep/*.tfrecord")',
+        "files = tf.io.gfile.glob(DATA + '*')",
+    ],
+)
+def test_an_s3_path_in_tf_data_names_the_fix(tmp_path, line):
+    script = write(tmp_path, S3_READERS.format(line=line))
+    (warning,) = [w for w in preflight.check(script).warnings if "s3://" in w]
+    assert warning.startswith(f"{script}:4: ") and "TensorFlow 2.21 has no S3 file system" in warning
+    assert "from nnsql.train.data import tfrecords" in warning
+
+
+def test_s3_read_through_nnsql_data_is_not_warned(tmp_path):
+    script = write(
+        tmp_path,
+        """
+        from nnsql.train.data import tfrecords
+        records = tfrecords("s3://physics/hep/*.tfrecord")
+        local = __import__("tensorflow").data.TFRecordDataset("/data/part-0.tfrecord")
+        """,
+    )
+    assert not [w for w in preflight.check(script).warnings if "s3://" in w]

@@ -70,10 +70,10 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategy",
         choices=["multi-worker", "parameter-server"],
-        default="multi-worker",
         help="multi-worker: N workers in TF_CONFIG (MultiWorkerMirroredStrategy); parameter-server: a chief, "
         "N workers and --ps parameter servers (ParameterServerStrategy; the script starts a "
-        "tf.distribute.Server in worker and ps tasks)",
+        "tf.distribute.Server in worker and ps tasks); default: parameter-server for a script that "
+        "creates a ParameterServerStrategy, else multi-worker",
     )
     parser.add_argument(
         "--ps", type=int, help="parameter servers with --strategy parameter-server (default 1)"
@@ -200,7 +200,10 @@ def cluster_options(args: argparse.Namespace) -> manifests.ClusterOptions:
 
 
 def strategy_problem(args: argparse.Namespace) -> str | None:
-    """Settle --ps from --strategy (0 for multi-worker); the one-line reason when they disagree."""
+    """Settle --strategy (from the script when not given) and --ps (0 for multi-worker); the one-line
+    reason when they disagree."""
+    if args.strategy is None:
+        args.strategy = "parameter-server" if detected_parameter_server(args) else "multi-worker"
     if args.strategy == "multi-worker":
         if args.ps:
             return "--ps needs --strategy parameter-server"
@@ -208,6 +211,13 @@ def strategy_problem(args: argparse.Namespace) -> str | None:
         return None
     args.ps = 1 if args.ps is None else args.ps
     return None if args.ps >= 1 else "--strategy parameter-server needs --ps 1 or more"
+
+
+def detected_parameter_server(args: argparse.Namespace) -> bool:
+    """The script creates a ParameterServerStrategy (the pre-flight's reading; never with --no-preflight)."""
+    line = None if args.no_preflight else preflight.parameter_server_line(args.script)
+    args.parameter_server_line = line
+    return line is not None
 
 
 def task_count(args: argparse.Namespace) -> int:
@@ -226,7 +236,13 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 def script_report(args: argparse.Namespace) -> preflight.Report:
     if args.no_preflight:
         return preflight.Report()
-    return preflight.check(args.script, args.keras, parameter_server=bool(args.ps))
+    report = preflight.check(args.script, args.keras, parameter_server=bool(args.ps))
+    line = getattr(args, "parameter_server_line", None)
+    if line is not None:
+        roles = f"the chief (task 0), {args.workers} worker(s) and {args.ps} ps in TF_CONFIG"
+        strategy = "creates ParameterServerStrategy: runs as --strategy parameter-server"
+        report.notes.append(f"{args.script}:{line}: {strategy}, {roles}")
+    return report
 
 
 def cluster_report(
