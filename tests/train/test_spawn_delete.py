@@ -90,3 +90,30 @@ def test_delete_without_a_tag_deletes_every_spawn_run_of_the_namespace(cluster, 
     assert spawn.main(["-d", "-n", "physics"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == f"no run of nnsql spawn in {spawn.RUNS}/ or namespace physics"
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:%d"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_an_unreachable_cluster_is_a_note_and_local_runs_are_still_deleted(tmp_path, monkeypatch, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG % port)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    runs = tmp_path / "runs"
+    monkeypatch.setattr(spawn, "RUNS", runs)
+    (runs / "a-1").mkdir(parents=True)
+    (runs / "a-1" / "run.json").write_text('{"backend": "local", "tag": "a"}')
+    assert spawn.main(["-d", "-t", "a"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "deleted a-1" and not runs.joinpath("a-1").exists()
+    assert err.startswith("note: the cluster was not searched (") and "Traceback" not in err

@@ -174,7 +174,7 @@ def delete_tagged(args: argparse.Namespace) -> int:
     recorded = [d.parent for d in sorted(RUNS.glob("*/run.json")) if not latest.is_link(d.parent)]
     local = [d for d in recorded if stem is None or read_record(d).get("tag") == stem]
     cluster = cluster_backend(args.namespace)
-    remote = sorted(cluster.labelled_runs(stem) - {d.name for d in local}) if cluster else []
+    remote = sorted(labelled_runs(cluster, stem) - {d.name for d in local}) if cluster else []
     what = f"tagged {args.tag!r}" if stem else "of nnsql spawn"
     if not local and not remote:
         print(f"no run {what} in {RUNS}/" + (f" or namespace {args.namespace}" if cluster else ""))
@@ -189,6 +189,14 @@ def delete_tagged(args: argparse.Namespace) -> int:
         cluster.delete_run(run)
         print(f"deleted {run} (namespace {args.namespace})")
     return 0
+
+
+def labelled_runs(cluster: KubernetesBackend, stem: str | None) -> set[str]:
+    try:
+        return cluster.labelled_runs(stem)
+    except Exception as error:  # unreachable API server, no rights: the client raises its own types
+        print(f"note: the cluster was not searched ({one_line(error)}); runs/ only", file=sys.stderr)
+        return set()
 
 
 def cluster_backend(namespace: str) -> KubernetesBackend | None:
