@@ -147,7 +147,7 @@ def test_delete_by_tag_removes_the_tagged_runs_only(runs, capsys, tmp_path, monk
         (runs / run / "run.json").write_text(json.dumps({"backend": "local", "tag": tag}))
     assert spawn.main(["-d", "-t", "mnist-test"]) == 0
     assert sorted(path.name for path in runs.iterdir()) == ["other-1"]
-    assert "note: no cluster searched" in capsys.readouterr().err
+    assert "note: the cluster was not searched (" in capsys.readouterr().err
     assert spawn.main(["-d"]) == 0 and list(runs.iterdir()) == []
 
 

@@ -206,7 +206,7 @@ def cluster_backend(namespace: str) -> KubernetesBackend | None:
 
         return KubernetesBackend(manifests.ClusterOptions(namespace=namespace))
     except Exception as error:  # no kubernetes package, no kubeconfig, no in-cluster account
-        print(f"note: no cluster searched ({one_line(error)}); runs/ only", file=sys.stderr)
+        print(f"note: the cluster was not searched ({one_line(error)}); runs/ only", file=sys.stderr)
         return None
 
 
