@@ -10,6 +10,11 @@ The classes differ in particle multiplicity, in the momentum-like features and i
 features, with noise, so a GRU + dense network learns them but not trivially.
 
     python -m nnsql.train.hep_data --out data/hep --events 20000 --files 8
+    python -m nnsql.train.hep_data --out data/hep --layout cern   # CERN's folders, for its worker code
+
+`--layout cern` writes what CERN's Inclusive Classifier workers read unchanged: Spark's part files
+`trainUndersampled.tfrecord/part-r-00000`... and `testUndersampled.tfrecord/part-r-...` (a quarter as many
+test events), found by their `list_files(PATH + "trainUndersampled.tfrecord/part-r*")`.
 """
 
 from __future__ import annotations
@@ -50,13 +55,20 @@ def example(particles: np.ndarray, hlf: np.ndarray, label: int) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
-def write(out: Path, events: int, files: int, seed: int = 0, progress: bool = True) -> list[Path]:
+PLAIN_NAME = "part-{index:05d}.tfrecord"
+SPARK_NAME = "part-r-{index:05d}"  # Spark's TFRecord writer, as CERN's data set was made
+CERN_SPLITS = {"trainUndersampled.tfrecord": 1.0, "testUndersampled.tfrecord": 0.25}
+
+
+def write(
+    out: Path, events: int, files: int, seed: int = 0, progress: bool = True, name: str = PLAIN_NAME
+) -> list[Path]:
     import tensorflow as tf
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
     generator = np.random.default_rng(seed)
-    paths = [out / f"part-{i:05d}.tfrecord" for i in range(files)]
+    paths = [out / name.format(index=i) for i in range(files)]
     writers = [tf.io.TFRecordWriter(str(p)) for p in paths]
     try:
         for i in tqdm(range(events), desc="events", unit="event", disable=not progress):
@@ -65,6 +77,15 @@ def write(out: Path, events: int, files: int, seed: int = 0, progress: bool = Tr
     finally:
         for writer in writers:
             writer.close()
+    return paths
+
+
+def write_cern(out: Path, events: int, files: int, seed: int = 0, progress: bool = True) -> list[Path]:
+    """CERN's layout: train and test folders of Spark part files (the test set a quarter of `events`)."""
+    paths = []
+    for offset, (folder, share) in enumerate(CERN_SPLITS.items()):
+        count = max(1, int(events * share))
+        paths += write(out / folder, count, files, seed + offset, progress, name=SPARK_NAME)
     return paths
 
 
@@ -115,9 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--layout",
+        choices=["plain", "cern"],
+        default="plain",
+        help="plain: part-NNNNN.tfrecord in --out; cern: CERN's trainUndersampled.tfrecord/part-r-NNNNN "
+        "and testUndersampled.tfrecord/ folders",
+    )
     args = parser.parse_args(argv)
-    paths = write(args.out, args.events, args.files, args.seed)
-    print(f"wrote {args.events} events in {len(paths)} files to {args.out}")
+    writer = write_cern if args.layout == "cern" else write
+    paths = writer(args.out, args.events, args.files, args.seed)
+    print(f"wrote {len(paths)} files to {args.out}")
     return 0
 
 

@@ -302,6 +302,9 @@ CREATE OR REPLACE PACKAGE sig AUTHID DEFINER AS
     FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC;
     FUNCTION score_table(p_rows IN SYS_REFCURSOR) RETURN nnsql_score_tab PIPELINED;
     FUNCTION version RETURN NUMBER;
+    -- CERN's `exec mnist.init` loaded the weights into package state; here they live in the version
+    -- package already, so init is kept for scripts that call it and changes nothing.
+    PROCEDURE init;
 END sig;
 /
 CREATE OR REPLACE PACKAGE BODY sig AS
@@ -367,5 +370,10 @@ CREATE OR REPLACE PACKAGE BODY sig AS
     BEGIN
         RETURN 1;
     END version;
+
+    PROCEDURE init IS
+    BEGIN
+        NULL;
+    END init;
 END sig;
 /

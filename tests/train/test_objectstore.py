@@ -18,6 +18,7 @@ from nnsql.train.spawn import __main__ as spawn
 from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
 from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server, server_client, upload
+from tests.train.runs import only_run
 
 BUCKET = "physics"
 
@@ -136,7 +137,7 @@ def test_inclusive_classifier_trains_from_s3_with_two_workers(endpoint, hep_obje
     data = f"s3://{BUCKET}/hep/*.tfrecord"
     args = ["-w", "2", "--env-file", str(env_file), str(script), "--"]
     assert spawn.main([*args, "--data", data, "--epochs", "4", "--batch-size", "16", "--quiet"]) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
     assert metadata["workers"] == 2 and metadata["train_accuracy"] >= 0.6  # chance is 1/3
     staged = []

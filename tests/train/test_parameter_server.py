@@ -8,10 +8,12 @@ import re
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import bootstrap, manifests, tfconfig
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 PS_SCRIPT = """
 import json, os, sys
@@ -96,7 +98,7 @@ def test_parameter_server_rehearsal_trains_locally(tmp_path, monkeypatch):
     out.mkdir()
     args = ["-w", "2", "--strategy", "parameter-server", "--ps", "1", str(script), "--", str(out)]
     assert spawn.main(args) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     chief = (run_dir / "attempt-0" / "worker-0.log").read_text()
     cluster = json.loads(re.search(r"cluster: (\{.*\})", chief).group(1))
     assert {kind: len(tasks) for kind, tasks in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}
@@ -104,3 +106,47 @@ def test_parameter_server_rehearsal_trains_locally(tmp_path, monkeypatch):
     assert losses[-1] < losses[0]
     record = json.loads((run_dir / "run.json").read_text())
     assert record["state"] == "succeeded" and record["ps"] == 1 and record["model"].endswith("ps_model.h5")
+
+
+def test_a_parameter_server_script_gets_its_roles_without_strategy_flags(tmp_path, capsys):
+    script = tmp_path / "ps_job.py"
+    script.write_text(PS_SCRIPT)
+    args = ["--backend", "kubernetes", "--dry-run", "--pvc", "s", "-w", "2", str(script)]
+    assert spawn.main(args) == 0
+    out, err = capsys.readouterr()
+    job = list(yaml.safe_load_all(out))[-1]
+    kubernetes_validate.validate(job, "1.37.0", strict=True)
+    assert job["spec"]["completions"] == 4 and job["spec"]["successPolicy"]  # chief + 2 workers + 1 ps
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NNSQL_PS"] == "1" and env["TOT_WORKERS"] == "2"
+    line = PS_SCRIPT.splitlines().index("strategy = tf.distribute.ParameterServerStrategy(resolver)") + 1
+    assert (
+        f"note: {script}:{line}: creates ParameterServerStrategy: runs as --strategy parameter-server, "
+        "the chief (task 0), 2 worker(s) and 1 ps in TF_CONFIG"
+    ) in err.splitlines()
+
+
+def test_multi_worker_asked_for_a_parameter_server_script_is_refused_in_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    script = tmp_path / "ps_job.py"
+    script.write_text(PS_SCRIPT)
+    assert spawn.main(["--strategy", "multi-worker", "-w", "2", str(script)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "would wait in server.join() for ever" in errors[0]
+    assert "use --strategy parameter-server" in errors[0] and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_parameter_server_script_trains_locally_as_it_is(tmp_path, monkeypatch):
+    """Without --strategy: two workers used to wait in server.join() until killed."""
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    monkeypatch.chdir(REPO)
+    script, out = tmp_path / "ps_job.py", tmp_path / "out"
+    script.write_text(PS_SCRIPT)
+    out.mkdir()
+    assert spawn.main(["-w", "2", "--start-timeout", "120", str(script), "--", str(out)]) == 0
+    chief = (only_run(tmp_path / "runs") / "attempt-0" / "worker-0.log").read_text()
+    cluster = json.loads(re.search(r"cluster: (\{.*\})", chief).group(1))
+    assert {kind: len(tasks) for kind, tasks in cluster.items()} == {"chief": 1, "worker": 2, "ps": 1}

@@ -15,6 +15,7 @@ import pytest
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import preflight
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -136,7 +137,42 @@ def test_a_mirrored_strategy_script_runs_through_spawn(tmp_path, monkeypatch, ca
     monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
     monkeypatch.chdir(REPO)
     assert spawn.main(["-w", "1", str(write(tmp_path, MIRRORED))]) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     log = (run_dir / "attempt-0" / "worker-0.log").read_text()
     assert "trained on 1 device(s)" in log
     assert "a strategy of one machine" in capsys.readouterr().err
+
+
+S3_READERS = """
+import tensorflow as tf
+DATA = "s3://physics/hep/train.tfrecord"
+{line}
+"""
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'records = tf.data.TFRecordDataset("s3://physics/hep/part-0.tfrecord")',
+        "records = tf.data.TFRecordDataset([DATA])",
+        'files = tf.data.Dataset.list_files(f"s3://physics/hep/*.tfrecord")',
+        "files = tf.io.gfile.glob(DATA + '*')",
+    ],
+)
+def test_an_s3_path_in_tf_data_names_the_fix(tmp_path, line):
+    script = write(tmp_path, S3_READERS.format(line=line))
+    (warning,) = [w for w in preflight.check(script).warnings if "s3://" in w]
+    assert warning.startswith(f"{script}:4: ") and "TensorFlow 2.21 has no S3 file system" in warning
+    assert "from nnsql.train.data import tfrecords" in warning
+
+
+def test_s3_read_through_nnsql_data_is_not_warned(tmp_path):
+    script = write(
+        tmp_path,
+        """
+        from nnsql.train.data import tfrecords
+        records = tfrecords("s3://physics/hep/*.tfrecord")
+        local = __import__("tensorflow").data.TFRecordDataset("/data/part-0.tfrecord")
+        """,
+    )
+    assert not [w for w in preflight.check(script).warnings if "s3://" in w]

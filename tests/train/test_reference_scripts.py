@@ -12,6 +12,7 @@ import tensorflow as tf
 from nnsql.train import hep_data, inclusive_classifier
 from nnsql.train.spawn import __main__ as spawn
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_inclusive_classifier_trains_through_spawn(hep_files, tmp_path, monkeypa
     data = str(hep_files / "*.tfrecord")
     args = ["-w", "2", str(script), "--", "--data", data, "--epochs", "4", "--batch-size", "16", "--quiet"]
     assert spawn.main(args) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = only_run(tmp_path / "runs")
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
     assert metadata["workers"] == 2
     assert metadata["train_accuracy"] >= 0.6  # three balanced classes: chance is 1/3

@@ -22,6 +22,7 @@ from nnsql.train.spawn.control import Settings, run_job
 from nnsql.train.spawn.local import LocalBackend
 from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
+from tests.train.runs import only_run
 from tests.train.test_spawn_safety import alive
 
 MNIST = REPO / "train" / "mnist.py"
@@ -37,7 +38,7 @@ def runs(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_local_workers_match_one_worker(runs, digits_model):
     assert spawn.main(["-w", "2", str(MNIST), "--", "--dataset", "digits", "--quiet"]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     record = read_record(run_dir)
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
     one_worker = json.loads((digits_model.parent / "metadata.json").read_text())["test_accuracy"]
@@ -270,7 +271,7 @@ def test_command_file_runs_in_each_local_worker_before_the_script(runs, tmp_path
     )
     (tmp_path / "setup.sh").write_text('export PREPARED="$WORKER_NUMBER"\necho "setting up"\n')
     assert spawn.main(["-w", "2", "--command", str(tmp_path / "setup.sh"), str(script)]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     for index in range(2):
         log = (run_dir / "attempt-0" / f"worker-{index}.log").read_text()
         assert log.splitlines() == ["setting up", "prepared"]
@@ -355,5 +356,5 @@ def test_output_and_backup_directories_exist_before_a_local_script_starts(runs, 
         "open(os.path.join(os.environ['NNSQL_OUTPUT_DIR'], 'model.keras'), 'w').write('weights')\n"
     )
     assert spawn.main(["-w", "2", str(script)]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     assert (run_dir / "model" / "model.keras").read_text() == "weights"

@@ -22,6 +22,7 @@ import yaml
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import commands, preflight
 from tests.conftest import REPO
+from tests.train.runs import only_run, run_folders
 
 SLEEPER = """
 import os, subprocess, sys, time
@@ -74,8 +75,8 @@ def spawn_process(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 def run_folder(tmp_path: Path) -> Path:
-    wait_for(lambda: (tmp_path / "runs").is_dir() and any((tmp_path / "runs").iterdir()))
-    return next((tmp_path / "runs").iterdir())
+    wait_for(lambda: (tmp_path / "runs").is_dir() and any(run_folders(tmp_path / "runs")))
+    return run_folders(tmp_path / "runs")[0]
 
 
 def worker_pids(run_dir: Path) -> list[int]:
@@ -178,7 +179,7 @@ def test_a_kubernetes_run_records_its_namespace(runs, capsys, monkeypatch, tmp_p
     args = ["--backend", "kubernetes", "--namespace", "physics", str(REPO / "train" / "mnist.py")]
     assert spawn.main(args) == 2
     assert len(capsys.readouterr().err.strip().splitlines()[-1:]) == 1
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     assert json.loads((run_dir / "run.json").read_text())["namespace"] == "physics"
 
 

@@ -15,6 +15,7 @@ import yaml
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import manifests
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 MNIST = REPO / "train" / "mnist.py"
 
@@ -133,15 +134,71 @@ def test_command_lines_run_with_the_workers_python(runs, tmp_path, monkeypatch):
     setup = tmp_path / "setup.sh"
     setup.write_text("export COMMAND_PYTHON=\"$(python -c 'import sys; print(sys.prefix)')\"\n")
     assert spawn.main(["-w", "1", "--command", str(setup), str(script)]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     log = (run_dir / "attempt-0" / "worker-0.log").read_text()
     assert f"script python: {sys.prefix}" in log and f"command python: {sys.prefix}" in log
 
 
-def test_delete_by_tag_removes_the_tagged_runs_only(runs, capsys, tmp_path):
+def test_delete_by_tag_removes_the_tagged_runs_only(runs, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))  # no cluster: runs/ only
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     for run, tag in (("mnist-test-1", "mnist-test"), ("mnist-test-2", "mnist-test"), ("other-1", "other")):
         (runs / run).mkdir(parents=True)
         (runs / run / "run.json").write_text(json.dumps({"backend": "local", "tag": tag}))
     assert spawn.main(["-d", "-t", "mnist-test"]) == 0
     assert sorted(path.name for path in runs.iterdir()) == ["other-1"]
-    assert spawn.main(["-d"]) == 2 and "-d deletes the runs of a tag: give -t TAG" in capsys.readouterr().err
+    assert "note: the cluster was not searched (" in capsys.readouterr().err
+    assert spawn.main(["-d"]) == 0 and list(runs.iterdir()) == []
+
+
+# CERN's pod-cpu.yaml (the blog's workers cache their data in memory: 30Gi, 10 CPU)
+POD_CPU_YAML = """apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - name: tensorflow
+      resources:
+        requests:
+          memory: "30Gi"
+          cpu: "10"
+        limits:
+          memory: "30Gi"
+          cpu: "10"
+      env:
+"""
+
+
+def test_a_pod_files_resources_are_honoured(runs, capsys, tmp_path):
+    pod_file = tmp_path / "pod-cpu.yaml"
+    pod_file.write_text(POD_CPU_YAML)
+    *_, job = dry_run(capsys, "--pod-file", str(pod_file), str(MNIST))
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == {
+        "requests": {"cpu": "10", "memory": "30Gi"},
+        "limits": {"cpu": "10", "memory": "30Gi"},
+    }
+
+
+def test_cpu_and_memory_flags_replace_a_pod_files_resources_with_a_line_each(runs, capsys, tmp_path):
+    pod_file = tmp_path / "pod-cpu.yaml"
+    pod_file.write_text(POD_CPU_YAML)
+    args = ["--pod-file", str(pod_file), "--cpu", "4", "--memory", "8Gi", str(MNIST)]
+    assert spawn.main(["--backend", "kubernetes", "--dry-run", "--pvc", "shared", *args]) == 0
+    out, err = capsys.readouterr()
+    job = list(yaml.safe_load_all(out))[-1]
+    kubernetes_validate.validate(job, "1.37.0", strict=True)
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == {
+        "requests": {"cpu": "4", "memory": "8Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    }
+    assert "note: --cpu 4 replaces the pod file's cpu 10" in err.splitlines()
+    assert "note: --memory 8Gi replaces the pod file's memory 30Gi" in err.splitlines()
+
+
+def test_without_a_pod_file_the_defaults_and_tf_spawners_port_apply(runs, capsys):
+    _, _, service, job = dry_run(capsys, str(MNIST))
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
+    assert service["spec"]["ports"][0]["port"] == 1999  # TF-Spawner's default port
+    assert {"name": "NNSQL_PORT", "value": "1999"} in container["env"]

@@ -22,6 +22,7 @@ from nnsql.train import hep_data
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import tensorboard
 from tests.conftest import REPO
+from tests.train.runs import only_run
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +136,7 @@ def run_unchanged(runs, tmp_path, source: str, *script_args: str):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(source))
     assert spawn.main(["-w", "2", str(script), "--", *script_args]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     logs = [(run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in range(2)]
     for log in logs:  # both workers trained together, in one all-reduce group
         assert "replicas in sync: 2" in log, log[-2000:]
@@ -216,7 +217,7 @@ def test_users_fit_script_reads_s3_through_the_helper(runs, tmp_path):
         script.write_text(textwrap.dedent(source))
         arguments = ["-w", "2", "--env-file", str(env_file), str(script), "--", "s3://physics/hep/*.tfrecord"]
         assert spawn.main([*arguments, str(out)]) == 0
-    (run_dir,) = runs.iterdir()
+    run_dir = only_run(runs)
     logs = [(run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in range(2)]
     shards = []
     for index, log in enumerate(logs):

@@ -23,14 +23,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from nnsql import quiet
-from nnsql.train.spawn import cli, commands, manifests
+from nnsql.train.spawn import cli, commands, latest, manifests
 from nnsql.train.spawn.backend import Backend, RunSpec, read_record, write_record
 from nnsql.train.spawn.control import JobFailed, Settings, Stopped, run_job, stop_on_signals
 from nnsql.train.spawn.preflight import Report
+
+if TYPE_CHECKING:
+    from nnsql.train.spawn.kube import KubernetesBackend
 
 RUNS = Path("runs")
 DESCRIPTION = (
@@ -121,6 +125,7 @@ def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Set
         print(cli.limits.local_memory_note(cli.task_count(args)), file=sys.stderr)
     run_dir = (runs / run_id).resolve()
     run_dir.mkdir(parents=True)
+    latest.point_to(runs, run_dir)
     write_record(
         run_dir,
         keras=args.keras,
@@ -165,20 +170,46 @@ def launch(args: argparse.Namespace) -> int:
 
 
 def delete_tagged(args: argparse.Namespace) -> int:
-    """TF-Spawner's `-d -t TAG`: every run recorded with that tag, its folder and cluster resources."""
-    if not args.tag:
-        raise Refused("error: -d deletes the runs of a tag: give -t TAG (or: nnsql spawn delete RUN)")
-    stem = cli.tag_stem(args.tag)
-    tagged = [d for d in sorted(RUNS.glob("*/run.json")) if read_record(d.parent).get("tag") == stem]
-    if not tagged:
-        print(f"no run tagged {args.tag!r} in {RUNS}/")
+    """TF-Spawner's `-d [-t TAG]`: every run of that tag (of any tag without -t) recorded in runs/ or
+    labelled in the namespace, whichever directory this runs from: folders and cluster resources."""
+    stem = cli.tag_stem(args.tag) if args.tag else None
+    recorded = [d.parent for d in sorted(RUNS.glob("*/run.json")) if not latest.is_link(d.parent)]
+    local = [d for d in recorded if stem is None or read_record(d).get("tag") == stem]
+    cluster = cluster_backend(args.namespace)
+    remote = sorted(labelled_runs(cluster, stem) - {d.name for d in local}) if cluster else []
+    what = f"tagged {args.tag!r}" if stem else "of nnsql spawn"
+    if not local and not remote:
+        print(f"no run {what} in {RUNS}/" + (f" or namespace {args.namespace}" if cluster else ""))
         return 0
-    names = ", ".join(path.parent.name for path in tagged)
+    names = ", ".join([d.name for d in local] + remote)
     if sys.stdin.isatty() and input(f"delete {names}? y/[n] ").strip().lower() != "y":
         return 1
-    for path in tagged:
-        commands.delete(path.parent, read_record(path.parent))
+    for run_dir in local:
+        commands.delete(run_dir, read_record(run_dir))
+    for run in remote:
+        assert cluster is not None
+        cluster.delete_run(run)
+        print(f"deleted {run} (namespace {args.namespace})")
     return 0
+
+
+def labelled_runs(cluster: KubernetesBackend, stem: str | None) -> set[str]:
+    try:
+        return cluster.labelled_runs(stem)
+    except Exception as error:  # unreachable API server, no rights: the client raises its own types
+        print(f"note: the cluster was not searched ({one_line(error)}); runs/ only", file=sys.stderr)
+        return set()
+
+
+def cluster_backend(namespace: str) -> KubernetesBackend | None:
+    """The cluster of the kubeconfig (or the pod's account); None, with a note, when there is none."""
+    try:
+        from nnsql.train.spawn.kube import KubernetesBackend
+
+        return KubernetesBackend(manifests.ClusterOptions(namespace=namespace))
+    except Exception as error:  # no kubernetes package, no kubeconfig, no in-cluster account
+        print(f"note: the cluster was not searched ({one_line(error)}); runs/ only", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,10 +70,10 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategy",
         choices=["multi-worker", "parameter-server"],
-        default="multi-worker",
         help="multi-worker: N workers in TF_CONFIG (MultiWorkerMirroredStrategy); parameter-server: a chief, "
         "N workers and --ps parameter servers (ParameterServerStrategy; the script starts a "
-        "tf.distribute.Server in worker and ps tasks)",
+        "tf.distribute.Server in worker and ps tasks); default: parameter-server for a script that "
+        "creates a ParameterServerStrategy, else multi-worker",
     )
     parser.add_argument(
         "--ps", type=int, help="parameter servers with --strategy parameter-server (default 1)"
@@ -110,7 +110,8 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
         "-d",
         "--delete",
         action="store_true",
-        help="TF-Spawner's -d: delete the runs tagged -t TAG (their folders and cluster resources)",
+        help="TF-Spawner's -d: delete the runs tagged -t TAG (every spawn run without -t), found in runs/ "
+        "and by their labels in the namespace: folders and cluster resources",
     )
     cluster = parser.add_argument_group("kubernetes")
     cluster.add_argument("-n", "--namespace", default="default")
@@ -119,8 +120,14 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
         "--image",
         help=f"default {manifests.IMAGE}, or {manifests.GPU_IMAGE} when the workers ask for GPUs",
     )
-    cluster.add_argument("--cpu", type=quantity, default="2")
-    cluster.add_argument("--memory", type=quantity, default="4Gi")
+    cluster.add_argument(
+        "--cpu", type=quantity, help=f"per worker (default: the --pod-file's request, else {manifests.CPU})"
+    )
+    cluster.add_argument(
+        "--memory",
+        type=quantity,
+        help=f"per worker, request and limit (default: the --pod-file's, else {manifests.MEMORY})",
+    )
     cluster.add_argument("--gpus", type=bounded(0), default=0, help="nvidia.com/gpu per worker")
     cluster.add_argument("--node-selector", action="append", default=[], metavar="KEY=VALUE")
     cluster.add_argument("--pvc", help="ReadWriteMany claim shared by the workers (backup and outputs)")
@@ -169,11 +176,12 @@ def cluster_options(args: argparse.Namespace) -> manifests.ClusterOptions:
     selector = dict(item.split("=", 1) for item in args.node_selector)
     pod_template = read_yaml(args.pod_file)
     gpus = args.gpus or podtemplate.requested_gpus(pod_template)
+    asked = podtemplate.requested(pod_template)
     return manifests.ClusterOptions(
         namespace=args.namespace,
         image=args.image or manifests.default_image(gpus),
-        cpu=args.cpu,
-        memory=args.memory,
+        cpu=args.cpu or asked.get("cpu", manifests.CPU),
+        memory=args.memory or asked.get("memory", manifests.MEMORY),
         gpus=args.gpus,
         node_selector=selector,
         pvc=args.pvc,
@@ -192,7 +200,10 @@ def cluster_options(args: argparse.Namespace) -> manifests.ClusterOptions:
 
 
 def strategy_problem(args: argparse.Namespace) -> str | None:
-    """Settle --ps from --strategy (0 for multi-worker); the one-line reason when they disagree."""
+    """Settle --strategy (from the script when not given) and --ps (0 for multi-worker); the one-line
+    reason when they disagree."""
+    if args.strategy is None:
+        args.strategy = "parameter-server" if detected_parameter_server(args) else "multi-worker"
     if args.strategy == "multi-worker":
         if args.ps:
             return "--ps needs --strategy parameter-server"
@@ -200,6 +211,13 @@ def strategy_problem(args: argparse.Namespace) -> str | None:
         return None
     args.ps = 1 if args.ps is None else args.ps
     return None if args.ps >= 1 else "--strategy parameter-server needs --ps 1 or more"
+
+
+def detected_parameter_server(args: argparse.Namespace) -> bool:
+    """The script creates a ParameterServerStrategy (the pre-flight's reading; never with --no-preflight)."""
+    line = None if args.no_preflight else preflight.parameter_server_line(args.script)
+    args.parameter_server_line = line
+    return line is not None
 
 
 def task_count(args: argparse.Namespace) -> int:
@@ -218,7 +236,13 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 def script_report(args: argparse.Namespace) -> preflight.Report:
     if args.no_preflight:
         return preflight.Report()
-    return preflight.check(args.script, args.keras, parameter_server=bool(args.ps))
+    report = preflight.check(args.script, args.keras, parameter_server=bool(args.ps))
+    line = getattr(args, "parameter_server_line", None)
+    if line is not None:
+        roles = f"the chief (task 0), {args.workers} worker(s) and {args.ps} ps in TF_CONFIG"
+        strategy = "creates ParameterServerStrategy: runs as --strategy parameter-server"
+        report.notes.append(f"{args.script}:{line}: {strategy}, {roles}")
+    return report
 
 
 def cluster_report(
@@ -230,6 +254,7 @@ def cluster_report(
         if args.pod_file or args.overlay:
             report.warnings.append("--pod-file and --overlay apply to the kubernetes backend only")
         return report
+    report.notes.extend(resource_overrides(args, options.pod_template))
     pod = job["spec"]["template"]["spec"]
     if podsecurity.privileged(pod) and not options.allow_privileged:
         report.errors.append(
@@ -243,3 +268,14 @@ def cluster_report(
             "in the chief's pod, deleted with the Job"
         )
     return report
+
+
+def resource_overrides(args: argparse.Namespace, pod_template: dict) -> list[str]:
+    """One line for each of --cpu/--memory that replaces what the --pod-file asks for."""
+    asked = podtemplate.requested(pod_template)
+    lines = []
+    for name in ("cpu", "memory"):
+        given = getattr(args, name)
+        if given and name in asked and asked[name] != given:
+            lines.append(f"--{name} {given} replaces the pod file's {name} {asked[name]}")
+    return lines

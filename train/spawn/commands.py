@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from nnsql.train.spawn import manifests
+from nnsql.train.spawn import latest, manifests, progress
 from nnsql.train.spawn.backend import read_record
 
 NAMES = ("status", "logs", "delete")
@@ -41,15 +41,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def show_log(run_dir: Path, record: dict, worker: int) -> None:
     attempt = max(0, int(record.get("attempt", 1)) - 1)
     log = run_dir / f"attempt-{attempt}" / f"worker-{worker}.log"
-    print(log.read_text() if log.exists() else f"(no log at {log})", end="")
+    if not log.exists():
+        print(f"(no log at {log})")
+        return
+    # bytes decoded as they are (read_text reads each `\r` of a progress bar as a line end)
+    print(progress.collapsed(log.read_bytes().decode(errors="replace")), end="")
 
 
 def delete(run_dir: Path, record: dict) -> None:
+    runs, run_dir = run_dir.parent, run_dir.resolve()  # `latest` deletes the run it names
     if record.get("backend") == "kubernetes":
         from nnsql.train.spawn.kube import KubernetesBackend
 
         options = manifests.ClusterOptions(namespace=record.get("namespace", "default"))
         KubernetesBackend(options).delete_run(run_dir.name)
+    latest.forget(runs, run_dir)
     shutil.rmtree(run_dir)
     print(f"deleted {run_dir.name}")
 

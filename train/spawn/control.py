@@ -10,6 +10,7 @@ import contextlib
 import re
 import shlex
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnsql import quiet
+from nnsql.train.spawn import progress
 from nnsql.train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
 
 Say = Callable[[str], None]
@@ -98,21 +100,34 @@ class Result:
 
 class LogFollower:
     """Prints the new lines of the chief's log, prefixed, as they arrive; TensorFlow's start-up lines
-    (the cuInit `E0000` line, oneDNN notes) only with --verbose: the log file keeps them."""
+    (the cuInit `E0000` line, oneDNN notes) only with --verbose: the log file keeps them. A progress bar's
+    redraws (`\r`) are one line: its last state, and on a terminal (`live`) one line redrawn meanwhile."""
 
-    def __init__(self, say: Say) -> None:
+    def __init__(self, say: Say, live: Say | None = None) -> None:
         self.say = say
+        self.live = live
         self.seen = 0
+        self.showing = ""
 
     def reset(self) -> None:
         self.seen = 0
 
     def follow(self, text: str) -> None:
         complete = text[: text.rfind("\n") + 1]
-        for line in complete[self.seen :].splitlines():
-            if line.strip() and not quiet.is_noise(line):
+        lines = [line for line in progress.final_states(complete[self.seen :]) if line]
+        if lines and self.showing and self.live:
+            self.live("")  # the live line gives way to the lines that ended
+            self.showing = ""
+        for line in lines:
+            if not quiet.is_noise(line):
                 self.say(f"[worker 0] {line}")
         self.seen = len(complete)
+        self.redraw(progress.final_state(text[len(complete) :]))
+
+    def redraw(self, partial: str) -> None:
+        if self.live and partial != self.showing:
+            self.live(f"[worker 0] {partial}" if partial else "")
+            self.showing = partial
 
 
 def wait_until_running(backend: Backend, spec: RunSpec, settings: Settings) -> list[WorkerStatus]:
@@ -168,7 +183,7 @@ def run_job(backend: Backend, spec: RunSpec, settings: Settings, say: Say = prin
         started=time.time(),
     )
     started = time.monotonic()
-    follower = LogFollower(say)
+    follower = LogFollower(say, live=progress.terminal_line if say is print and sys.stdout.isatty() else None)
     attempt, previous = 0, set[str]()
     try:
         while True:

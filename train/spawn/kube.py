@@ -5,6 +5,7 @@ a cluster recent enough for the Job fields a run uses (MINIMUM_VERSION), and the
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,26 @@ def load_config() -> None:
         config.load_kube_config()
     except Exception:  # not on a workstation: try the pod's service account
         config.load_incluster_config()
+
+
+def connect() -> Any:
+    """The cluster's `core`, `batch` and `version` API clients, from the kubeconfig or the pod's account."""
+    from kubernetes import client
+
+    load_config()
+    api = type("Api", (), {})()
+    api.core, api.batch, api.version = client.CoreV1Api(), client.BatchV1Api(), client.VersionApi()
+    return api
+
+
+MANAGED = "app.kubernetes.io/managed-by=nnsql-spawn"
+# A run id is the tag's stem, the UTC start time and a random suffix (cli.new_run_id).
+TAGGED_RUN = re.compile(r"(?P<tag>.+)-[0-9]{8}-[0-9]{6}-[0-9a-f]{5}")
+
+
+def tag_of(run_id: str) -> str | None:
+    match = TAGGED_RUN.fullmatch(run_id)
+    return match["tag"] if match else None
 
 
 # The oldest Kubernetes whose Jobs honour each field a run's manifests use (enabled by default there).
@@ -50,12 +71,7 @@ class KubernetesBackend:
 
     def __init__(self, options: manifests.ClusterOptions, api: Any = None) -> None:
         """`api`: an object with `core`, `batch` and `version` API clients (tests); else the real ones."""
-        if api is None:
-            from kubernetes import client
-
-            load_config()
-            api = type("Api", (), {})()
-            api.core, api.batch, api.version = client.CoreV1Api(), client.BatchV1Api(), client.VersionApi()
+        api = connect() if api is None else api
         self.options = options
         self.core: Any = api.core
         self.batch: Any = api.batch
@@ -150,6 +166,19 @@ class KubernetesBackend:
         ):
             for item in lister(self.namespace, label_selector=selector).items:
                 deleter(item.metadata.name, self.namespace)
+
+    def labelled_runs(self, tag: str | None) -> set[str]:
+        """Run ids that spawn's labels mark in the namespace, of one tag's stem or (None) of every tag."""
+        found = set()
+        for lister in (
+            self.batch.list_namespaced_job,
+            self.core.list_namespaced_service,
+            self.core.list_namespaced_config_map,
+            self.core.list_namespaced_secret,
+        ):
+            for item in lister(self.namespace, label_selector=MANAGED).items:
+                found.add((item.metadata.labels or {}).get("nnsql.io/run", ""))
+        return {run for run in found if run and (tag is None or tag_of(run) == tag)}
 
     def collect(self, spec: RunSpec) -> Path | None:
         """Logs of every worker into runs/<id>/, and the chief's outputs from the shared volume (--pvc)

@@ -174,7 +174,8 @@ class LocalBackend:
 
     def logs(self, spec: RunSpec, index: int) -> str:
         path = self.log_paths[index] if index < len(self.log_paths) else None
-        return path.read_text(errors="replace") if path and path.exists() else ""
+        # bytes decoded as they are: read_text would turn a progress bar's every `\r` into a new line
+        return path.read_bytes().decode(errors="replace") if path and path.exists() else ""
 
     def stop(self, spec: RunSpec) -> None:
         """Signal every worker's whole process group, the dead leaders' too: a crashed worker's own child

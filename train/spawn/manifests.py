@@ -20,7 +20,9 @@ from typing import Any
 
 from nnsql.train.spawn import podtemplate
 
-PORT = 2222
+PORT = 1999  # TF-Spawner's; local workers take free ports below the ephemeral range instead (local.py)
+CPU = "2"  # a worker's request when neither --cpu nor a --pod-file says
+MEMORY = "4Gi"
 SCRIPT_DIR = "/nnsql/script"
 SHARED_DIR = "/nnsql/shared"
 PACKAGES_DIR = "/nnsql/packages"  # per pod: what the bootstrap installs (tf-keras on a stock image)
@@ -65,8 +67,8 @@ RESERVED_ENV = frozenset(
 class ClusterOptions:
     namespace: str = "default"
     image: str = IMAGE
-    cpu: str = "2"
-    memory: str = "4Gi"
+    cpu: str = CPU
+    memory: str = MEMORY
     gpus: int = 0
     node_selector: dict[str, str] = field(default_factory=dict)
     pvc: str | None = None  # a ReadWriteMany claim for BackupAndRestore and outputs
@@ -181,6 +183,10 @@ def container(
         "requests": {"cpu": options.cpu, "memory": options.memory},
         "limits": {"memory": options.memory},
     }
+    # --cpu replaced the pod file's cpu: its cpu limit follows, or the request could exceed it
+    replaced = options.cpu != podtemplate.requested(options.pod_template).get("cpu", options.cpu)
+    if replaced and "cpu" in (podtemplate.first_resources(options.pod_template).get("limits") or {}):
+        resources["limits"]["cpu"] = options.cpu
     if options.gpus:
         resources["limits"]["nvidia.com/gpu"] = str(options.gpus)
     return {

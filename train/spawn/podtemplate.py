@@ -42,12 +42,29 @@ def template_spec(template: dict) -> dict:
 
 def requested_gpus(template: dict) -> int:
     """nvidia.com/gpu that the Pod file's first container asks for (TF-Spawner's pod-gpu.yaml: 1)."""
-    if not template:
-        return 0
-    containers = template_spec(template).get("containers") or [{}]
-    resources = containers[0].get("resources") or {}
+    resources = first_resources(template)
     asked = [(resources.get(kind) or {}).get("nvidia.com/gpu", 0) for kind in ("limits", "requests")]
     return max(int(value) for value in asked)
+
+
+def first_resources(template: dict) -> dict:
+    """The `resources` of the Pod file's first container ({} without a file)."""
+    if not template:
+        return {}
+    containers = template_spec(template).get("containers") or [{}]
+    return containers[0].get("resources") or {}
+
+
+def requested(template: dict) -> dict[str, str]:
+    """cpu and memory the Pod file asks for (CERN's pod-cpu.yaml: 10 and 30Gi), a request before a limit."""
+    resources = first_resources(template)
+    found = {}
+    for kind in ("limits", "requests"):  # the request, when both are given, is what the pod is sized by
+        for name in ("cpu", "memory"):
+            value = (resources.get(kind) or {}).get(name)
+            if value is not None:
+                found[name] = str(value)
+    return found
 
 
 def keyed(items: list[dict], key: str) -> set[str]:

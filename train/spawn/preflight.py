@@ -1,12 +1,15 @@
 """Pre-flight check of a training script before any worker starts, from its syntax tree (not its text).
 
-It never refuses a script that could run: the only error is a script that does not compile (or is not
-there). Warnings: the model seems to be built before the strategy; nothing resumes after a restart (no
-BackupAndRestore callback, checkpoint manager or backup directory); the model is saved on the chief only,
-which deadlocks MultiWorkerMirroredStrategy (every worker must call save: TensorFlow's pattern, which
-`nnsql.train.spawn.output_path` implements); `model.fit` under Keras 3. Notes: which Keras runtime runs
-`model.fit`; a strategy of one machine (MirroredStrategy, OneDeviceStrategy, the default strategy), or
-none that can be seen, with which the workers will not train together. `--no-preflight` skips it.
+It never refuses a script that could run: the errors are a script that does not compile (or is not
+there) and a ParameterServerStrategy under --strategy multi-worker (its workers would serve for ever;
+without --strategy such a script runs with parameter servers). Warnings: the model seems to be built
+before the strategy; nothing resumes after a restart (no BackupAndRestore callback, checkpoint manager or
+backup directory); the model is saved on the chief only, which deadlocks MultiWorkerMirroredStrategy
+(every worker must call save: TensorFlow's pattern, which `nnsql.train.spawn.output_path` implements);
+`model.fit` under Keras 3; tf.data opening an `s3://` path (TensorFlow has no S3 file system any more).
+Notes: which Keras runtime runs `model.fit`; a strategy of one machine (MirroredStrategy,
+OneDeviceStrategy, the default strategy), or none that can be seen, with which the workers will not train
+together. `--no-preflight` skips it.
 """
 
 from __future__ import annotations
@@ -106,6 +109,51 @@ def check_fit(script: Path, tree: ast.AST, keras: str, report: Report) -> None:
         )
 
 
+def parameter_server_line(script: Path) -> int | None:
+    """The line creating a ParameterServerStrategy, from the syntax tree (None: none, or unreadable)."""
+    try:
+        tree = ast.parse(script.read_text(), filename=str(script))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return first_line(tree, {"ParameterServerStrategy"})
+
+
+# tf.data and tf.io calls that open files through TensorFlow's own file systems
+TF_READERS = {"TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "list_files", "glob", "GFile"}
+S3_FIX = (
+    "TensorFlow 2.21 has no S3 file system; read the records with `from nnsql.train.data import "
+    'tfrecords` and `tfrecords("s3://bucket/prefix/*.tfrecord")`, which stages each worker\'s shard'
+)
+
+
+def s3_names(tree: ast.AST) -> set[str]:
+    """Names assigned an s3:// string somewhere in the script."""
+    return {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and is_s3(node.value, set())
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def is_s3(node: ast.AST, names: set[str]) -> bool:
+    for part in ast.walk(node):
+        if isinstance(part, ast.Constant) and isinstance(part.value, str) and part.value.startswith("s3://"):
+            return True
+        if isinstance(part, ast.Name) and part.id in names:
+            return True
+    return False
+
+
+def check_s3(script: Path, tree: ast.AST, report: Report) -> None:
+    names = s3_names(tree)
+    for call in calls(tree, TF_READERS):
+        if any(is_s3(arg, names) for arg in [*call.args, *(k.value for k in call.keywords)]):
+            report.warnings.append(f"{script}:{call.lineno}: {called_name(call)} of an s3:// path: {S3_FIX}")
+            return
+
+
 def check_parameter_server(script: Path, tree: ast.AST, report: Report) -> None:
     if not calls(tree, {"ParameterServerStrategy", "make_strategy"}):
         report.warnings.append(
@@ -177,5 +225,12 @@ def check(script: Path, keras: str = runtime.DEFAULT, *, parameter_server: bool 
     check_fit(script, tree, keras, report)
     if parameter_server:
         check_parameter_server(script, tree, report)
+    elif (line := first_line(tree, {"ParameterServerStrategy"})) is not None:
+        report.errors.append(
+            f"{script}:{line}: creates ParameterServerStrategy, whose worker tasks would wait in "
+            "server.join() for ever under --strategy multi-worker: use --strategy parameter-server "
+            "(or leave --strategy out)"
+        )
     check_saving(script, tree, source, report)
+    check_s3(script, tree, report)
     return report
