@@ -30,10 +30,16 @@ def taken_in(server, connections: list[socket.socket]) -> bool:
     return held[None] == 0
 
 
+# The stalled clients come from another loopback address than the normal client, as an attacker's would:
+# the scorer caps the connections of one address (`--max-client-connections`, 64), which 64 stalled
+# connections from the normal client's own address would fill.
+ATTACKER = "127.0.0.2"
+
+
 def stall(port: int, count: int) -> list[socket.socket]:
     connections = []
     for index in range(count):
-        connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+        connection = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(ATTACKER, 0))
         connection.sendall(HEADERS_CUT_SHORT if index % 2 else BODY_CUT_SHORT)
         connections.append(connection)
     return connections
