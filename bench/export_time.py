@@ -1,5 +1,5 @@
 """Benchmark: how long `python -m export.<target>` takes to export CERN's Inclusive Classifier (masked GRU(50)
-over 801 × 19 particles + 14 features) with its parity check, on every target. Goal (issue 25): ≤ 60 s each.
+over 801 × 19 particles + 14 features) with its parity check, on every target. Goal: ≤ 60 s each.
 
 Each export runs as the user runs it, a fresh process timed from start to exit (TensorFlow's start-up
 included), with the default --sample-rows 1000 and --parity-seconds 20. The baseline, run side by side,

@@ -36,7 +36,7 @@ CERN_PLSQL_MS_PER_ROW = 12.0  # CERN's 2016 Oracle PL/SQL MNIST example
 GOALS_MS_PER_ROW = {
     "duckdb_sql": 0.1,
     "postgres_plpgsql": 0.5,
-    "postgres_cube": 1.0,  # issue 11: a role without superuser
+    "postgres_cube": 1.0,  # a role without superuser
     "postgres_cube_table": 1.0,
     "postgres_plpython": 0.5,
     "oracle_row_by_row": 1.0,

@@ -1,6 +1,6 @@
 """The outside-style zoo: Keras models built the way other exporters' test suites and their users build
 them (frugally-deep's and keras2c's one-model-per-layer-family generators, hls4ml's functional models),
-one model per layer family of issue 25, each ending in a classifier head. Weights are seeded normal values
+one model per layer family, each ending in a classifier head. Weights are seeded normal values
 (as frugally-deep and keras2c set random weights, untrained), and every option at the edges is present:
 masks, padding, causal attention, several outputs.
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from nnsql.export.errors import ExportError
 from nnsql.export.ir import graph as ir
 
-DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export (issue 25)
+DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export
 MINIMUM_ROWS = 10  # every zero_padded pattern and group at scale (samples.py): scored, or the model refused
 # The minimum of rows is scored whatever the budget when it takes no longer than this: a refusal is for a
 # model whose rows cost seconds each, not for a database that plans a query in one.

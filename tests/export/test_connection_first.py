@@ -1,5 +1,5 @@
 """The database connection and its credentials are checked before the model is loaded: a wrong password
-or host is one line in about a second, before TensorFlow is even imported (issue 25, item 4)."""
+or host is one line in about a second, before TensorFlow is even imported."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The lowerings of issue 25's layers against Keras through the numpy reference (export/ir/reference.py), over
-the options at their edges (no database: the grid in test_outside_zoo.py runs them on every target), the
-golden listing of one masked attention for review against Keras's equations, and the one-line refusals."""
+"""The lowerings of the attention, convolution-variant and normalisation layers against Keras through
+the numpy reference (export/ir/reference.py), over the options at their edges (no database: the grid in
+test_outside_zoo.py runs them on every target), the golden listing of one masked attention for review
+against Keras's equations, and the one-line refusals."""
 
 from __future__ import annotations
 

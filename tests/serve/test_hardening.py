@@ -1,4 +1,4 @@
-"""Hardening round 3 (issue 22, items 7, 10, 11, 14) over real HTTP: each case below was a 500, a silent
+"""Malformed and oversized requests over real HTTP: each case below was a 500, a silent
 misreading or hundreds of MB on the code before; now a one-line 4xx, or the documented answer."""
 
 from __future__ import annotations

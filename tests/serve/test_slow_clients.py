@@ -106,7 +106,7 @@ def test_eight_clients_under_load_all_get_correct_answers(serve_process):
     assert failures == []
 
 
-# Issue 22 item 4: 1,000 connections each sending a header byte every 10 s stopped the scorer (0 of 10
+# 1,000 connections each sending a header byte every 10 s stopped the scorer (0 of 10
 # probes answered in 50 s). Here every connection sends a byte a second (the same trickle, faster, so the
 # test stays short), from 20 loopback addresses, while a normal client from 127.0.0.1 must keep getting
 # answers within 1 s.
@@ -283,7 +283,7 @@ def test_a_request_must_arrive_whole_within_the_request_timeout(serve_process):
     assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5
 
 
-# Issue 22 item 6: bodies were spooled to disk before the API key and the model's size limit were
+# Bodies were once spooled to disk before the API key and the model's size limit were
 # checked (5 stalled unauthenticated uploads held 300 MiB of temporary files).
 def headers_only(port: int, length: int, key: str | None = None) -> socket.socket:
     connection = socket.create_connection(("127.0.0.1", port), timeout=5)
