@@ -33,22 +33,21 @@ ort115: setup
 TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
+# ruff, ruff-format and mypy as .pre-commit-config.yaml lists them, with the .venv's tools first on PATH.
+LINT := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pre-commit run --all-files --show-diff-on-failure
+
 # tests.components stops the run, in one line, on a component the suite needs that is missing or does not
 # start (PostgreSQL, plpython3u, Chromium, Fashion-MNIST), so that its tests cannot skip.
 test: setup ort115
 	$(PY) -m tests.components
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
+	$(LINT)
 	$(PYTEST) --durations=20
 
 test-fast: setup
 	$(PYTEST) -m "not slow"
 
 lint: setup
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m mypy $$(bash .ci/typecheck-tree.sh)
+	$(LINT)
 
 format: setup
 	$(PY) -m ruff format .
