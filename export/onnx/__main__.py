@@ -23,14 +23,8 @@ from nnsql.export.names import check_model_name
 from nnsql.export.onnx.capabilities import CAPABILITIES
 from nnsql.export.onnx.repository import MODEL_FILE, publish, sha256_of, staging
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.pipeline import (
-    Gate,
-    describe_kind,
-    gate_for,
-    joined,
-    output_columns,
-    refuse_nonfinite,
-)
+from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
+from nnsql.export.publish.pipeline import describe_kind, joined, output_columns
 from nnsql.export.publish.samples import SampleSet
 from nnsql.serve import outputs as scorer
 
@@ -216,7 +210,7 @@ SAMPLE_LENGTHS = (12, 5)
 
 @dataclass(frozen=True)
 class Samples:
-    """Rows keyed by Keras's input names, with what each is compared with (export/pipeline.expectations):
+    """Rows keyed by Keras's input names, with what each is compared with (export/publish/gate.py):
     `graph` and `by_ir_name` when the IR compiles the model (then rows at scale are part of the set)."""
 
     rows: SampleSet

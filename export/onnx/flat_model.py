@@ -71,7 +71,7 @@ class Verified:
 
     samples: SampleSet
     expected: np.ndarray
-    allowed: np.ndarray  # per row: the tolerance it was held to (export/pipeline.expectations)
+    allowed: np.ndarray  # per row: the tolerance it was held to (export/publish/gate.py)
     report: parity.ParityReport
     sample_source: str
 

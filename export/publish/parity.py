@@ -34,7 +34,7 @@ from nnsql.export.ir import kinds
 DEFAULT_TOLERANCE = 1e-5
 # Keras values closer than this to a threshold, or two classes this close, are a tie for the answers.
 TIE_MARGIN = 1e-6
-RULE = "tolerance where |Keras| <= 1, tolerance x |Keras| beyond, per value"
+RULE = "tolerance where |Keras| ≤ 1, tolerance × |Keras| beyond, per value"
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class OutputParity:
     max_bound: float
 
     def summary(self) -> str:
-        return f"{self.name} {self.max_abs_diff:.2e} <= {self.max_bound:.1e}"
+        return f"{self.name} {self.max_abs_diff:.2e} ≤ {self.max_bound:.1e}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class ParityReport:
             f"parity on {self.rows} rows: max |Δ| = {self.max_abs_diff:.2e} (tolerance {self.tolerance:.0e}"
         )
         if any(output.max_bound > self.tolerance for output in self.outputs) or len(self.outputs) > 1:
-            numbers += ", x|value| beyond 1: " + ", ".join(output.summary() for output in self.outputs)
+            numbers += ", ×|value| beyond 1: " + ", ".join(output.summary() for output in self.outputs)
         numbers += ")"
         if not self.answers:
             return numbers
@@ -156,7 +156,7 @@ def compare(
     agreed = missing.reshape(flat.shape) & np.isnan(got)
     distance = np.where(agreed, 0.0, np.nan_to_num(np.abs(flat - got), nan=np.inf))
     bound = bounds(flat, allowed[compared])
-    over = (distance > bound).any(axis=1)
+    over = np.asarray((distance > bound).any(axis=1), dtype=bool)
     rows = len(flat)
     finite = np.where(np.isfinite(distance), distance, 0.0)
     return ParityReport(

@@ -22,7 +22,8 @@ from nnsql.export.errors import ExportError, ParityError
 from nnsql.export.frontend.float64 import predictor
 from nnsql.export.frontend.model import to_ir
 from nnsql.export.publish import parity
-from nnsql.export.publish.pipeline import ExportRequest, expectations, gate_for, joined, prepare, publish
+from nnsql.export.publish.gate import expectations, gate_for
+from nnsql.export.publish.pipeline import ExportRequest, joined, prepare, publish
 from nnsql.export.publish.samples import sample_inputs
 
 FEATURES = 6

@@ -19,7 +19,7 @@ from nnsql.export.frontend.float64 import predictor
 from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import reference
 from nnsql.export.publish import parity
-from nnsql.export.publish.pipeline import expectations, gate_for
+from nnsql.export.publish.gate import expectations, gate_for
 from nnsql.export.publish.samples import SampleSet
 from tests.export.executors import DuckDBExecutor
 

@@ -19,7 +19,8 @@ import pytest
 
 from nnsql.export.frontend.float64 import predictor
 from nnsql.export.frontend.model import load_model, read_metadata, to_ir
-from nnsql.export.publish.pipeline import ExportRequest, Prepared, gate_for, joined, publish
+from nnsql.export.publish.gate import gate_for
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined, publish
 from nnsql.export.publish.samples import sample_inputs
 from nnsql.export.target import TARGETS
 from tests import models, outside_zoo
