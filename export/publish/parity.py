@@ -152,7 +152,10 @@ def compare(
     missing = np.isnan(reference) & masked[compared].reshape(-1, *[1] * (reference.ndim - 1))
     if np.isinf(candidate).any() or (np.isnan(candidate) & ~np.isnan(reference)).any():
         raise ParityError("the target returned NaN or infinite values where TensorFlow does not")
-    flat, got = reference.reshape(len(reference), -1), candidate.reshape(len(candidate), -1)
+    if (missing & ~np.isnan(candidate)).any():
+        raise ParityError("the target returned numbers where TensorFlow gives NaN (a fully masked average)")
+    width = int(np.prod(reference.shape[1:]))
+    flat, got = reference.reshape(len(reference), width), candidate.reshape(len(candidate), width)
     agreed = missing.reshape(flat.shape) & np.isnan(got)
     distance = np.where(agreed, 0.0, np.nan_to_num(np.abs(flat - got), nan=np.inf))
     bound = bounds(flat, allowed[compared])

@@ -102,7 +102,7 @@ def test_parity_holds_each_row_to_its_own_tolerance_and_nan_to_nan_only_where_ma
     unmasked = parity.compare(reference, candidate, allowed=allowed)
     assert not unmasked.passed and unmasked.first_over is not None and unmasked.first_over.row == 1
     with pytest.raises(ParityError, match="NaN"):
-        parity.compare(reference, np.nan_to_num(candidate))
+        parity.compare(reference, np.nan_to_num(candidate), masked=np.array([False, True, False]))
     assert parity.compare(reference, candidate + 1, allowed=np.array([np.inf] * 3)).rows == 0
 
 
