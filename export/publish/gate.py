@@ -7,6 +7,7 @@ rows that are checked, once each.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,9 @@ ROUNDING = 2.0**-23  # float32's relative spacing at 1
 # ... but never more than this times max(1, |value|): a gap beyond it is not rounding (a wrong weight moves
 # values by 1e-2 or more), whatever the measurement says.
 FLOAT32_CAP = 1e-3
+# Keras in float64 further than this times max(1, |value|) from float32 Keras on an ordinary row is another
+# function (a layer whose rebuild lost state), not rounding: 1e-4 is the most seen on raw momenta.
+UNFAITHFUL = 1e-2
 
 
 @dataclass
@@ -49,14 +53,35 @@ class Gate:
     cache: dict[int, np.ndarray] = field(default_factory=dict)
 
     def exact(self, rows: np.ndarray) -> np.ndarray:
-        """Keras in float64 on `rows`, each computed once."""
+        """Keras in float64 on `rows`, each computed once; float32 Keras where it cannot be had."""
         missing = np.array([row for row in rows if int(row) not in self.cache], dtype=int)
-        if missing.size and self.float64 is not None:
-            computed = self.float64([feed[missing] for feed in self.feeds])
-            self.cache.update({int(row): values for row, values in zip(missing, computed, strict=True)})
-        elif missing.size:
-            self.cache.update({int(row): self.keras[row].astype(np.float64) for row in missing})
+        computed = self.in_float64_keras(missing) if missing.size and self.float64 is not None else None
+        if computed is None:
+            computed = self.keras[missing]
+        self.cache.update({int(row): values for row, values in zip(missing, computed, strict=True)})
         return np.array([self.cache[int(row)] for row in rows]).reshape(len(rows), -1)
+
+    def in_float64_keras(self, rows: np.ndarray) -> np.ndarray | None:
+        """Keras in float64 on `rows`, or None (said once on stderr) when Keras cannot run the model in
+        float64 or the rebuilt model is not the same function: more than UNFAITHFUL × max(1, |value|)
+        from float32 Keras on an ordinary row, which no rounding explains. Keras in float32 then judges."""
+        assert self.float64 is not None
+        try:
+            computed = self.float64([feed[rows] for feed in self.feeds])
+        except ExportError as error:
+            self.without_float64(str(error))
+            return None
+        ordinary = ~self.at_scale[rows] & np.isfinite(self.keras[rows]).all(axis=1)
+        with np.errstate(invalid="ignore"):
+            gap = np.abs(computed - self.keras[rows]) / np.maximum(1.0, np.abs(self.keras[rows]))
+        if (np.nan_to_num(gap, nan=np.inf)[ordinary] > UNFAITHFUL).any():
+            self.without_float64("Keras rebuilt in float64 does not compute what the model does")
+            return None
+        return computed
+
+    def without_float64(self, reason: str) -> None:
+        print(f"note: {reason}; every row is compared with float32 Keras", file=sys.stderr, flush=True)
+        self.float64 = None
 
     def in_float64(self, rows: np.ndarray) -> np.ndarray:
         return self.at_scale[rows] | (not self.float32)
@@ -84,11 +109,21 @@ class Gate:
         """How far float32 rounding may move the row's values from what they are compared with:
         FLOAT32_ROUNDING times how far Keras's float64 values move when the row's float inputs move by
         float32's relative rounding, capped at FLOAT32_CAP times max(1, |value|), for the value that moves
-        most; twice that where the row is compared with float32 Keras (both sides round)."""
-        if self.float64 is None:
-            return 0.0
-        generator = np.random.default_rng(row)
+        most; twice that where the row is compared with float32 Keras (both sides round). 0 when Keras
+        cannot run in float64."""
         exact = self.exact(np.array([row]))[0]
+        moved = self.moved(row, exact) if self.float64 is not None else None
+        if moved is None:
+            return 0.0
+        cap = FLOAT32_CAP * np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
+        sides = 1.0 if self.in_float64(np.array([row]))[0] else 2.0
+        return sides * float(np.minimum(FLOAT32_ROUNDING * moved, cap).max(initial=0.0))
+
+    def moved(self, row: int, exact: np.ndarray) -> np.ndarray | None:
+        """How far Keras's float64 values of the row move, at most over three seeded draws, when its float
+        inputs move by float32's relative rounding (token indices stay)."""
+        assert self.float64 is not None
+        generator = np.random.default_rng(row)
         moved = np.zeros_like(exact)
         for _ in range(3):
             nearby = [
@@ -97,12 +132,13 @@ class Gate:
                 else feed[row : row + 1]
                 for feed, floating in zip(self.feeds, self.floats, strict=True)
             ]
+            try:
+                values = self.float64(nearby)[0]
+            except ExportError:
+                return None
             with np.errstate(all="ignore"):
-                shifted = np.nan_to_num(np.abs(self.float64(nearby)[0] - exact), nan=0.0)
-            moved = np.maximum(moved, shifted)
-        cap = FLOAT32_CAP * np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
-        sides = 1.0 if self.in_float64(np.array([row]))[0] else 2.0
-        return sides * float(np.minimum(FLOAT32_ROUNDING * moved, cap).max(initial=0.0))
+                moved = np.maximum(moved, np.nan_to_num(np.abs(values - exact), nan=0.0))
+        return moved
 
 
 def gate_for(
@@ -144,10 +180,10 @@ def refuse_nonfinite(keras_scores: np.ndarray, samples: SampleSet, masked: np.nd
 
 
 def fully_masked(feeds: list[np.ndarray], rows: int) -> np.ndarray:
-    """Per row: every value of every input is 0 (padding), so a masked model sees no step at all."""
-    masked = np.ones(rows, bool)
+    """Per row: some input is all padding (0), so a masked average over it sees no step (0/0)."""
+    masked = np.zeros(rows, bool)
     for feed in feeds:
-        masked &= ~np.asarray(feed).reshape(rows, -1).any(axis=1)
+        masked |= ~np.asarray(feed).reshape(rows, -1).any(axis=1)
     return masked
 
 
