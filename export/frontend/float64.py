@@ -59,7 +59,8 @@ def float64_model(model: Any) -> Any:
                 rebuilt.build(model.inputs[0].shape if len(model.inputs) == 1 else None)
         rebuilt.set_weights([np.asarray(w, np.float64) for w in model.get_weights()])
         for layer in rebuilt._flatten_layers(include_self=False):
-            layer.finalize_state()  # state derived from weights (Normalization's adapted statistics)
+            if hasattr(layer, "finalize_state"):  # state derived from weights (Normalization's statistics)
+                layer.finalize_state()
     except Exception as error:  # Keras raises many types for a configuration it cannot rebuild
         raise ExportError(
             f"cannot rebuild the model in float64 for the parity check: {first_line(error)}"
@@ -83,7 +84,7 @@ def predictor(model: Any) -> Predictor:
         try:
             predicted = rebuilt.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
         except Exception as error:  # TensorFlow lacks a float64 kernel for a few ops
-            raise ExportError(f"Keras cannot run the model in float64: {first_line(error)}") from None
+            raise ExportError(f"Keras cannot run the model in float64 ({type(error).__name__})") from None
         if isinstance(predicted, list | tuple):
             return np.concatenate([np.asarray(p, np.float64).reshape(len(p), -1) for p in predicted], axis=1)
         return np.asarray(predicted, np.float64).reshape(len(predicted), -1)

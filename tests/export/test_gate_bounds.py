@@ -179,3 +179,23 @@ def test_keras_in_float64_runs_only_on_the_rows_asked_for():
     gate.expected(np.arange(10))
     gate.allowed(np.arange(10))
     assert sorted(gate.cache) == list(range(10))
+
+
+def test_without_a_float64_kernel_every_row_is_compared_with_float32_keras(capsys):
+    """TensorFlow has no float64 kernel for a dilated transposed convolution: the gate says so once and
+    compares every row with float32 Keras, which is still Keras (never the exporter's IR)."""
+    image = keras.Input((3, 4, 2), name="image")
+    dilated = keras.layers.Conv2DTranspose(2, 2, dilation_rate=2, padding="same", name="up_dilated")(image)
+    model = keras.Model(image, keras.layers.Dense(2, activation="softmax")(keras.layers.Flatten()(dilated)))
+    graph = to_ir(model, target="duckdb")
+    samples = sample_inputs(graph, {}, 40)
+    keras_scores = scores(model, samples.inputs["image"])
+    gate = gate_for(graph, samples, keras_scores, 1e-5, False, predictor(model))
+    rows = np.arange(40)
+    assert np.array_equal(gate.expected(rows), keras_scores)
+    assert gate.float64 is None and gate.float32_bound(0) == 0.0
+    (note,) = capsys.readouterr().err.strip().splitlines()
+    assert (
+        note
+        == "note: Keras cannot run the model in float64 (InvalidArgumentError); every row is compared with float32 Keras"
+    )
