@@ -195,7 +195,7 @@ def test_without_a_float64_kernel_every_row_is_compared_with_float32_keras(capsy
     assert np.array_equal(gate.expected(rows), keras_scores)
     assert gate.float64 is None and gate.float32_bound(0) == 0.0
     (note,) = capsys.readouterr().err.strip().splitlines()
-    assert (
-        note
-        == "note: Keras cannot run the model in float64 (InvalidArgumentError); every row is compared with float32 Keras"
+    assert note == (
+        "note: Keras cannot run the model in float64 (InvalidArgumentError); "
+        "every row is compared with float32 Keras"
     )
