@@ -47,7 +47,7 @@ class Gate:
     feeds: list[np.ndarray]  # the sample rows, per input in the model's order
     floats: list[bool]  # per input: floating-point (token indices are never perturbed)
     at_scale: np.ndarray
-    masked: np.ndarray  # per row: every input value is padding (0), so every step is masked
+    masked: np.ndarray  # per row: some input is all padding (0): a masked average over it is 0/0
     tolerance: float
     float32: bool
     cache: dict[int, np.ndarray] = field(default_factory=dict)
