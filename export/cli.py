@@ -113,7 +113,8 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
         "--tolerance",
         type=finite_number(minimum=0),
         default=parity.DEFAULT_TOLERANCE,
-        help="max |p_db - p_tf| accepted (default 1e-5, float32 parity)",
+        help="each value's bound against Keras: this where |value| <= 1, this x |value| beyond "
+        "(default 1e-5); an upper bound on every target, float32 ones included (docs/numerics.md)",
     )
     result.add_argument(
         "--output",

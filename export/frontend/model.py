@@ -22,7 +22,13 @@ from nnsql.export.frontend.base import Context, Outputs, positional_tensors
 from nnsql.export.frontend.layers import CONVERTERS
 from nnsql.export.frontend.model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
 from nnsql.export.frontend.model_file import ModelFile, first_line, read_model_file
-from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits, check_sizes, tf_keras_config
+from nnsql.export.frontend.model_limits import (
+    DEFAULT_LIMITS,
+    Limits,
+    check_finite_weights,
+    check_sizes,
+    tf_keras_config,
+)
 from nnsql.export.frontend.outputs import output_kinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir.kinds import check_classes
@@ -223,16 +229,20 @@ def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
     """Load a model as users save them: Keras 3's `.keras`, or, with TensorFlow's legacy Keras 2 package
     (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. The configuration is read
     as data first: code in it (a Lambda, a custom object) is refused unless `trust_code`, and sizes
-    beyond `limits` are refused before any weight is allocated. One clear line for every refusal."""
+    beyond `limits` are refused before any weight is allocated, and a NaN or infinite weight once loaded.
+    One clear line for every refusal."""
     model_file = read_model_file(path)
     if not trust_code:
         refuse_code(model_file)
     check_sizes(model_file, limits, trust_code=trust_code)
     if model_file.library == "keras":
-        return load_keras(model_file, safe_mode=not trust_code)
-    if model_file.format == "savedmodel" and not trust_code:
-        return saved_model_from_config(model_file)
-    return load_tf_keras(model_file)
+        model = load_keras(model_file, safe_mode=not trust_code)
+    elif model_file.format == "savedmodel" and not trust_code:
+        model = saved_model_from_config(model_file)
+    else:
+        model = load_tf_keras(model_file)
+    check_finite_weights(model)
+    return model
 
 
 def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from nnsql.export.errors import ExportError
 from nnsql.export.frontend.model_code import legacy_tf_activations
 from nnsql.export.frontend.model_file import ModelFile, first_line
@@ -192,3 +194,15 @@ def dataset_values(group: Any) -> int:
 
     group.visititems(add)
     return total
+
+
+def check_finite_weights(model: Any) -> None:
+    """Refuse a model holding a NaN or infinite weight (a diverged training run), naming the tensor: its
+    scores are NaN on every row, and NaN compared with NaN would look like agreement."""
+    for variable in model.weights:
+        values = np.asarray(variable)
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            name = getattr(variable, "path", None) or variable.name
+            raise ExportError(
+                f"tensor {name} holds NaN or infinite values (a diverged training run?); refusing to export"
+            )

@@ -1,7 +1,8 @@
-"""A numpy executor of the IR: the independent reference every generator is checked against.
+"""A numpy executor of the IR, in float64: what the compiled graph computes, without a database.
 
-It runs in float64 so its own rounding is negligible next to TensorFlow's float32 results.
-It also backs the optional vectorised Python UDFs, which score at numpy speed.
+Tests check each generator's SQL against it, and it backs the optional vectorised Python UDFs, which
+score at numpy speed. It runs the same IR the targets are generated from, so it never approves an
+export: the parity gate compares every target with Keras itself (export/publish/pipeline.py).
 """
 
 from __future__ import annotations

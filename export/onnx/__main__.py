@@ -13,6 +13,8 @@ import numpy as np
 from nnsql import quiet
 from nnsql.export import cli
 from nnsql.export.errors import ExportError
+from nnsql.export.frontend import float64
+from nnsql.export.frontend.float64 import Predictor
 from nnsql.export.frontend.model import is_legacy, load_model, read_metadata
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import output_kinds
@@ -21,7 +23,8 @@ from nnsql.export.names import check_model_name
 from nnsql.export.onnx.capabilities import CAPABILITIES
 from nnsql.export.onnx.repository import METADATA_FILE, MODEL_FILE, publish, sha256_of, staging
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.pipeline import describe_kind, expectations, joined
+from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
+from nnsql.export.publish.pipeline import describe_kind, joined, output_columns
 from nnsql.export.publish.samples import SampleSet
 from nnsql.export.registry.carry import carried_classes
 from nnsql.export.registry.checks import stored_check
@@ -166,7 +169,7 @@ class Meaning:
 def check_parity(
     path: Path,
     sets: list[Samples],
-    expected: list[tuple[np.ndarray, np.ndarray | None]],
+    expected: list[tuple[np.ndarray, Gate | None]],
     tolerance: float,
     limits: budget.Budget,
     progress: bool,
@@ -176,7 +179,7 @@ def check_parity(
     the parity budget, and what the scorer answers from them against a Keras user's reading (`meaning`);
     raises ParityError on a disagreement. Returns the last set's report and its sample source."""
     session = load_session(path)
-    for each, (wanted, allowed) in zip(sets, expected, strict=True):
+    for each, (keras_scores, gate) in zip(sets, expected, strict=True):
         samples = each.rows
         actual, outcome = budget.score_within_budget(
             partial(batch_predict, session, samples.inputs),
@@ -185,11 +188,14 @@ def check_parity(
             where="onnxruntime",
             progress=progress,
         )
-        scored = None if allowed is None else allowed[: outcome.rows]
-        report = parity.compare(wanted[: outcome.rows], actual, tolerance, scored)
-        checks = meaning.checks(wanted[: outcome.rows], actual, tolerance, scored)
+        rows = np.arange(outcome.rows)
+        wanted = keras_scores[: outcome.rows] if gate is None else gate.expected(rows)
+        scored = None if gate is None else gate.allowed(rows)
+        masked = None if gate is None else gate.masked[rows]
+        report = parity.compare(wanted, actual, tolerance, scored, masked=masked, outputs=each.columns())
+        checks = meaning.checks(wanted, actual, tolerance, scored)
         report = replace(report, answers=checks)
-        parity.require(report, TARGET)
+        parity.require(report, TARGET, None if gate is None else gate.float32_bound, samples.describe)
     return report, outcome.describe(samples.source)
 
 
@@ -207,17 +213,33 @@ SAMPLE_LENGTHS = (12, 5)
 
 @dataclass(frozen=True)
 class Samples:
-    """Rows keyed by Keras's input names, with what each is compared with (export/pipeline.expectations):
+    """Rows keyed by Keras's input names, with what each is compared with (export/publish/gate.py):
     `graph` and `by_ir_name` when the IR compiles the model (then rows at scale are part of the set)."""
 
     rows: SampleSet
     graph: ir.Graph | None = None
     by_ir_name: SampleSet | None = None
 
-    def expected(self, keras_scores: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray | None]:
+    def gate(self, keras_scores: np.ndarray, tolerance: float, float64: Predictor) -> Gate | None:
+        """What the rows are compared with (export/publish/pipeline.py's Gate); None without the IR:
+        then every row is an ordinary one, compared with Keras's scores."""
         if self.graph is None or self.by_ir_name is None:
+            refuse_nonfinite(keras_scores, self.rows, np.zeros(len(keras_scores), bool))
+            return None
+        return gate_for(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32, float64)
+
+    def expected(
+        self, keras_scores: np.ndarray, tolerance: float, float64: Predictor
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Every row's reference and tolerance at once (see `gate`)."""
+        gate = self.gate(keras_scores, tolerance, float64)
+        if gate is None:
             return keras_scores, None
-        return expectations(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32)
+        rows = np.arange(len(keras_scores))
+        return gate.expected(rows), gate.allowed(rows)
+
+    def columns(self) -> tuple[tuple[str, int, int], ...]:
+        return () if self.graph is None else output_columns(self.graph)
 
 
 def sample_sets(
@@ -273,6 +295,10 @@ def token_inputs(model, sets: list[Samples]) -> dict[str, int]:
     }
 
 
+def scored_sets(model, sets: list[Samples]) -> list[tuple[Samples, np.ndarray]]:
+    return [(each, keras_predict(model, each.rows)) for each in sets]
+
+
 def keras_predict(model, samples: SampleSet) -> np.ndarray:
     feeds = [samples.inputs[t.name] for t in model.inputs]
     return joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
@@ -310,7 +336,10 @@ def export(
     print(describe_kind(kind, read.evidence))
     sets = sample_sets(model, rows, metadata, samples_file, read.kinds, labels)
     # before the export, which needs a called model
-    expected = [each.expected(keras_predict(model, each.rows), tolerance) for each in sets]
+    reference = float64.predictor(model)
+    expected = [
+        (scores, each.gate(scores, tolerance, reference)) for each, scores in scored_sets(model, sets)
+    ]
     with staging(repo, name) as staged:
         convert(model, staged / MODEL_FILE, kind=kind)
         limits = budget.Budget(seconds=parity_seconds)
@@ -332,7 +361,7 @@ def export(
             "classes": list(labels),
             "sha256": sha256_of(staged / MODEL_FILE),
             "source": str(model_path),
-            "parity": {**report.as_dict(), "sample_source": sample_source},
+            "parity": {**report.as_dict(), "bounds": report.bounds(), "sample_source": sample_source},
             "training": metadata,
         }
         (staged / CHECK_FILE).write_text(kept_check(sets[0], expected[0], report, tolerance, meaning))

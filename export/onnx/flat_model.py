@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from nnsql.export.errors import ExportError
+from nnsql.export.frontend import float64
 from nnsql.export.frontend.base import Context
 from nnsql.export.frontend.model import load_model, read_metadata
 from nnsql.export.onnx.flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
@@ -70,7 +71,7 @@ class Verified:
 
     samples: SampleSet
     expected: np.ndarray
-    allowed: np.ndarray  # per row: the tolerance it was held to (export/pipeline.expectations)
+    allowed: np.ndarray  # per row: the tolerance it was held to (export/publish/gate.py)
     report: parity.ParityReport
     sample_source: str
 
@@ -171,6 +172,8 @@ def prepare(
     metadata = read_metadata(model_path)
     each = sample_sets(keras_model, rows, metadata)[0]  # fixed shapes: one set (flatten refuses others)
     # Keras's scores before the export (Keras exports called models), and what each row is compared with
-    wanted, allowed = each.expected(keras_predict(keras_model, each.rows), tolerance)
+    wanted, allowed = each.expected(
+        keras_predict(keras_model, each.rows), tolerance, float64.predictor(keras_model)
+    )
     flat = build(keras_model, metadata, opset, target)
     return flat, verify(flat, wanted, allowed, each.rows, limits, tolerance, target, progress)

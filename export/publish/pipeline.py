@@ -17,16 +17,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from nnsql.export.errors import ExportError, ScoringFailure
+from nnsql.export.frontend import float64
 from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata, to_ir
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import OutputKinds, output_kinds
 from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds, reference
+from nnsql.export.ir import kinds
 from nnsql.export.names import check_model_name
 from nnsql.export.publish import budget, parity
+from nnsql.export.publish.gate import Gate, gate_for
 from nnsql.export.publish.samples import SampleSet, longest_sequence, sample_inputs
 from nnsql.export.registry.carry import carried_classes
-from nnsql.export.registry.checks import StoredCheck, stored_check
+from nnsql.export.registry.checks import STORED_ROWS, StoredCheck, stored_check
 from nnsql.export.target import Capabilities
 
 
@@ -112,93 +114,27 @@ class ExportRequest:
 
 @dataclass(frozen=True)
 class Prepared:
-    """Everything computed before the database is touched: the sample rows, what each is compared with
-    (Keras's scores, or the float64 reference's for a row at scale) and each row's tolerance."""
+    """Everything computed before the database is touched: the sample rows and their gate (what each is
+    compared with, computed for the rows the parity budget scores)."""
 
     graph: ir.Graph
     metadata: dict[str, Any]
     samples: SampleSet
-    expected: np.ndarray
-    allowed: np.ndarray | None = None  # per row; None: the request's tolerance for every row
+    gate: Gate
     # what the graph's kinds were read from (say_kind reports it)
     kinds: OutputKinds = field(default_factory=lambda: OutputKinds((), "as compiled"))
 
+    @property
+    def expected(self) -> np.ndarray:
+        """Every row's reference (for a target that checks rows of its own choosing)."""
+        return self.gate.expected(np.arange(self.samples.rows))
 
-# A float32 target's row at scale may be this many times as far from the float64 reference as float32
-# Keras is on that row (docs/numerics.md).
-FLOAT32_MARGIN = 4.0
-# An ordinary row on which float32 Keras is further from the float64 reference than the tolerance is
-# compared with the reference when float32 rounding explains that distance: at most this many times
-# how far the reference moves when the row's values move by float32's rounding (ROUNDING).
-ROUNDING_FACTOR = 100.0
-ROUNDING = 2.0**-23  # float32's relative spacing at 1
-# A float32 target may be this many times that move from the reference (measured on a classifier of raw
-# momenta, 6,000 rows near p = 0.5: float32 sums in another order reach 7 times it, Keras 12 times).
-FLOAT32_ROUNDING = 16.0
-
-
-def expectations(
-    graph: ir.Graph, samples: SampleSet, keras_scores: np.ndarray, tolerance: float, float32: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """What each sample row is compared with, and within what. Every row: `tolerance` times the row's
-    largest |output| where that exceeds 1 (logits and values grow with the input). Ordinary rows: Keras's
-    scores. Rows at scale: the float64 reference (export/ir/reference.py). An ordinary row on which
-    float32 Keras itself is further than that from the reference, by float32 rounding (raw physics
-    features of 1e4..1e5 feed a Dense layer: `rounded`), is compared with the reference as a row at
-    scale is. A target computing in float64 is held to the reference; a float32 target (Oracle's
-    BINARY_FLOAT, onnxruntime) to the larger of that and FLOAT32_MARGIN times Keras's own distance from
-    the reference on that row, or FLOAT32_ROUNDING times how far float32 rounding moves it (`rounding`):
-    float32 rounding alone moves such a row that far, whatever computes it; an ordinary row it moves
-    beyond the tolerance is compared with the reference too.
-    A row at scale that float32 Keras or the reference cannot score finitely (an exponential beyond
-    float32's range, every step masked) is beyond the model's own range: scored, so it must not raise,
-    but not compared (tolerance ∞)."""
-    keras_scores = np.asarray(keras_scores, dtype=np.float64)
-    expected, allowed = keras_scores.copy(), np.full(len(keras_scores), tolerance)
-    if len(keras_scores) == 0:
-        return expected, allowed
-    with np.errstate(all="ignore"):
-        exact = reference.run(graph, samples.inputs).reshape(len(keras_scores), -1)
-        drift = np.nan_to_num(np.abs(keras_scores - exact), nan=0.0).max(axis=1)
-    finite = np.isfinite(exact).all(axis=1) & np.isfinite(keras_scores).all(axis=1)
-    # relative where the output is not a probability (logits, values grow with the input): 1e-5 of them
-    scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=0.0, posinf=0.0).max(axis=1))
-    allowed = tolerance * scale
-    # the rows float32 rounding may move beyond `allowed`: Keras's (drifting), or a float32 target's
-    ordinary = ~samples.at_scale & finite
-    measured = np.flatnonzero((ordinary & (drift > allowed)) | (finite & float32))
-    moved = np.zeros(len(keras_scores))
-    moved[measured] = rounding(graph, samples, exact, measured)
-    beyond = (drift > allowed) | (float32 & (FLOAT32_ROUNDING * moved > allowed))
-    rounded = ordinary & beyond & (drift <= ROUNDING_FACTOR * moved)
-    rows = samples.at_scale | rounded
-    expected[rows] = exact[rows]
-    if float32:
-        margin = np.maximum(FLOAT32_MARGIN * drift, FLOAT32_ROUNDING * moved)
-        allowed[rows] = np.maximum(allowed[rows], margin[rows])
-    allowed[samples.at_scale & ~finite] = np.inf
-    return expected, allowed
-
-
-def rounding(graph: ir.Graph, samples: SampleSet, exact: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """How far the reference's output moves on `rows` when their float values move by float32's relative
-    rounding (the largest of three seeded draws): what float32 rounding can do to those rows."""
-    if rows.size == 0:
-        return np.zeros(0)
-    generator = np.random.default_rng(len(rows))
-    moved = np.zeros(len(rows))
-    floats = {spec.name for spec in graph.inputs if spec.dtype != "int32"}
-    for _ in range(3):
-        inputs = {
-            name: values[rows] * (1 + ROUNDING * generator.uniform(-1, 1, values[rows].shape))
-            if name in floats
-            else values[rows]
-            for name, values in samples.inputs.items()
-        }
-        with np.errstate(all="ignore"):
-            nearby = reference.run(graph, inputs).reshape(len(rows), -1)
-            moved = np.maximum(moved, np.nan_to_num(np.abs(nearby - exact[rows]), nan=0.0).max(axis=1))
-    return moved
+    @property
+    def allowed(self) -> np.ndarray:
+        """Every row's largest bound (a target checking one bound per row: Oracle's check_row)."""
+        rows = np.arange(self.samples.rows)
+        reference = np.nan_to_num(np.abs(self.expected), nan=0.0, posinf=0.0)
+        return self.gate.allowed(rows) * np.maximum(1.0, reference.max(axis=1, initial=0.0))
 
 
 def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
@@ -223,15 +159,10 @@ def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
-    expected, allowed = expectations(graph, samples, predicted, request.tolerance, capabilities.float32)
-    return Prepared(
-        graph=graph,
-        metadata=metadata,
-        samples=samples,
-        expected=expected,
-        allowed=allowed,
-        kinds=read,
+    gate = gate_for(
+        graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
     )
+    return Prepared(graph=graph, metadata=metadata, samples=samples, gate=gate, kinds=read)
 
 
 def joined(predicted: Any) -> np.ndarray:
@@ -262,7 +193,9 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
                 f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
                 f"{failure.reason}; version not published"
             ) from None
-        parity.require(report, target)
+        gate = prepared.gate
+        bound = gate.float32_bound if gate.float32 else None
+        parity.require(report, target, bound, prepared.samples.describe)
         record = record_of(request, prepared, version, report, source)
         store.activate(record)
         store.keep(record, kept_check(request, prepared, report))
@@ -285,14 +218,15 @@ def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Pr
 
 
 def kept_check(request: ExportRequest, prepared: Prepared, report: parity.ParityReport) -> StoredCheck:
-    """A few of the rows the gate compared, with what they were compared with: the check that activating
-    this version later runs again (export/registry/checks.py)."""
+    """A few of the rows the gate compared, with what they were compared with and each row's tolerance
+    (bounded per value as the gate bounds it): the check that activating this version later runs again
+    (export/registry/checks.py). Keras's references are computed for those rows alone."""
     graph = prepared.graph
-    allowed = prepared.allowed
-    if allowed is None:
-        allowed = np.full(len(prepared.expected), request.tolerance)
+    rows = spread(report.rows, 2 * STORED_ROWS)
+    inputs = {name: values[rows] for name, values in prepared.samples.inputs.items()}
     meaning = (graph.kind, graph.classes, graph.first_size, bool(graph.outputs))
-    return stored_check(prepared.samples.inputs, prepared.expected, allowed, report.rows, meaning)
+    gate = prepared.gate
+    return stored_check(inputs, gate.expected(rows), gate.allowed(rows), len(rows), meaning)
 
 
 def score_samples(
@@ -333,7 +267,7 @@ def record_of(
         input_spec=input_spec_json(graph),
         classes=json.dumps(list(graph.classes)),
         source=str(request.model_path),
-        metadata=json.dumps(prepared.metadata),
+        metadata=json.dumps({**prepared.metadata, "parity_bounds": report.bounds()}),
         parity=report,
         sample_source=source,
         output_kind=graph.kind,
@@ -343,18 +277,26 @@ def record_of(
 def verify(
     store: Store, request: ExportRequest, prepared: Prepared, target: str
 ) -> tuple[parity.ParityReport, str]:
-    """The staged version's `predict` against model.predict on the sample rows the parity budget allows
+    """The staged version's `predict` against Keras on the sample rows the parity budget allows
     (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
     (export/publish/parity.py) on rows spread over those (`answer_rows`: each function runs the network
     again). The two halves share the parity budget: each gets half of it when the kind has answers to
-    check. Returns the report and the sample source."""
-    graph, inputs = prepared.graph, prepared.samples.inputs
+    check. Keras's reference is computed for those rows only (Gate). Returns the report and the sample
+    source."""
+    graph, inputs, gate = prepared.graph, prepared.samples.inputs, prepared.gate
     several = bool(graph.outputs)
     functions = parity.questions(graph.kind, several_outputs=several)
     share = request.parity_seconds / 2 if functions else request.parity_seconds
     actual, scored = score_samples(store, request, prepared, target, share)
-    allowed = None if prepared.allowed is None else prepared.allowed[: scored.rows]
-    report = parity.compare(prepared.expected[: scored.rows], actual, request.tolerance, allowed)
+    checked = np.arange(scored.rows)
+    report = parity.compare(
+        gate.expected(checked),
+        actual,
+        request.tolerance,
+        gate.allowed(checked),
+        masked=gate.masked[checked],
+        outputs=output_columns(graph),
+    )
     source = scored.describe(prepared.samples.source)
     if not functions:
         return report, source
@@ -366,12 +308,12 @@ def verify(
         raise ScoringFailure(int(rows[failure.row]), failure.function, failure.reason) from None
     checks = parity.check_answers(
         graph.kind,
-        prepared.expected[rows, : graph.first_size],
+        gate.expected(rows)[:, : graph.first_size],
         graph.classes,
         answers,
         request.tolerance,
         several_outputs=several,
-        allowed=None if prepared.allowed is None else prepared.allowed[rows],
+        allowed=gate.allowed(rows),
     )
     numbered = [  # a disagreement named by its row in the whole sample
         replace(
@@ -380,6 +322,13 @@ def verify(
         for c in checks
     ]
     return replace(report, answers=tuple(numbered)), source
+
+
+def output_columns(graph: ir.Graph) -> tuple[tuple[str, int, int], ...]:
+    """Each output's name and columns in a joined row (one output: all of them, named by its kind)."""
+    if graph.outputs:
+        return tuple((output.name, output.start, output.stop) for output in graph.outputs)
+    return ((graph.kind, 0, graph.first_size),)
 
 
 ANSWER_ROWS = 250  # sample rows whose answers (score, label, ...) are checked: each reruns the network

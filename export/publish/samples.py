@@ -4,17 +4,17 @@ Two kinds of rows:
 - ordinary rows, compared with Keras: the user's own rows (`--samples FILE.npy`), else the test split of
   the data set named in the model's metadata (when it loads here and fits the input), else seeded
   uniform [0, 1) rows, which still exercise every weight;
-- rows at scale, compared with the float64 reference (export/ir/reference.py): the data rows ×100 and
+- rows at scale, compared with Keras run in float64 (export/frontend/float64.py): the data rows ×100 and
   ×10,000, and random rows of magnitudes 0.01 to 10,000 with random signs, as unnormalised physics
   features arrive. They prove that no input of that size makes a target raise, overflow or lose the
   answer. Keras computes in float32, whose rounding alone moves a probability by more than 1e-5 on
-  some rows of that size (measured: up to 1.4e-5 on the test zoo), so the float64 reference is what
-  they are compared with; export/publish/pipeline.py says how float32 targets are held to it.
+  some rows of that size (measured: up to 1.4e-5 on the test zoo), so Keras in float64 is what they
+  are compared with, on every target (export/publish/pipeline.py's Gate).
 Token inputs (read by Embedding only, whatever dtype they declare) are never scaled: they index a table.
 Their rows hold ids below the vocabulary, 0 padding the end as `mask_zero` reads it; the rows at scale
 are edge rows for them instead: every step padding, or every step the last id of the vocabulary. A
-model that averages over unmasked steps answers NaN on an all-padding row, so those rows are compared
-with the float64 reference like rows at scale (not compared where it is not finite, but scored).
+model that averages over unmasked steps answers NaN on an all-padding row, the one NaN the gate accepts
+(and only as NaN).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SCALED_SHARE = 10  # each of the three groups at scale takes 1/SCALED_SHARE of t
 class SampleSet:
     inputs: dict[str, np.ndarray]
     source: str
-    # per row: True for a row at scale (compared with the float64 reference), and what the row is
+    # per row: True for a row at scale (compared with Keras in float64), and what the row is
     scaled: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     origins: tuple[str, ...] = ()
 

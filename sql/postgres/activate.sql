@@ -11,12 +11,14 @@ SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT array_agg(v::float8 ORDER BY i) FROM jsonb_array_elements_text(items) WITH ORDINALITY AS t(v, i)
 $fn$;
 
--- Whether every value lies within `allowed` of the JSON array's (NaN never does).
+-- Whether every value lies within its bound of the JSON array's: `allowed` where the expected value
+-- lies in [-1, 1], `allowed` times its magnitude beyond, as the export's gate bounds it (NaN never does).
 CREATE OR REPLACE FUNCTION nnsql.close_to(actual float8[], expected jsonb, allowed float8)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT coalesce(cardinality(actual), 0) = jsonb_array_length(expected)
-       AND coalesce(bool_and(abs(a - (expected ->> (i::integer - 1))::float8) <= allowed), true)
+       AND coalesce(bool_and(abs(a - (expected ->> (i::integer - 1))::float8)
+                           <= allowed * greatest(1.0, abs((expected ->> (i::integer - 1))::float8))), true)
       FROM unnest(actual) WITH ORDINALITY AS t(a, i)
 $fn$;
 

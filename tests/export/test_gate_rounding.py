@@ -1,6 +1,7 @@
 """The parity gate on the user's own rows at the scale of raw physics features (`--samples`): float32
-Keras's rounding alone moves such a row's score beyond 1e-5, and a correct target must still publish
-(export/publish/pipeline.py `expectations`), while a wrong one is still refused.
+Keras's rounding alone moves such a row's score beyond 1e-5: a correct float64 target, compared with Keras
+in float64, must still publish (export/publish/pipeline.py's Gate), a wrong one is still refused, and a
+float32 target is refused naming the tolerance it could meet.
 
 The models read momenta in MeV (1e3..1e5, signed) directly, as a HEP filter without a normalisation
 layer does: a binary classifier Dense(16, relu) → Dense(1, sigmoid) whose rows lie near p = 0.5 (its
@@ -13,10 +14,12 @@ import keras
 import numpy as np
 import pytest
 
+from nnsql.export.errors import ParityError
+from nnsql.export.frontend.float64 import predictor
 from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import reference
 from nnsql.export.publish import parity
-from nnsql.export.publish.pipeline import expectations
+from nnsql.export.publish.gate import expectations, gate_for
 from nnsql.export.publish.samples import SampleSet
 from tests.export.executors import DuckDBExecutor
 
@@ -58,7 +61,7 @@ def classifier() -> tuple[keras.Model, np.ndarray]:
 def prepared(model: keras.Model, rows: np.ndarray, float32: bool) -> tuple[np.ndarray, np.ndarray]:
     graph = to_ir(model, target="duckdb")
     samples = SampleSet({"features": rows}, "user rows", np.zeros(len(rows), bool))
-    return expectations(graph, samples, model.predict(rows, verbose=0), 1e-5, float32)
+    return expectations(graph, samples, model.predict(rows, verbose=0), 1e-5, float32, predictor(model))
 
 
 def float32_target(model: keras.Model, rows: np.ndarray) -> np.ndarray:
@@ -84,13 +87,24 @@ def test_a_float64_target_scoring_raw_momenta_exactly_passes_the_gate():
     assert all(check.disagreements == 0 for check in checks), checks
 
 
-def test_a_float32_target_summing_in_another_order_passes_the_gate():
+def test_a_float32_target_that_cannot_meet_the_tolerance_is_refused_naming_its_float32_bound():
+    """--tolerance is an upper bound on float32 targets too: on these rows float32 rounding alone moves p
+    beyond 1e-5, so a correct float32 target is refused in one line naming the bound it could meet, and
+    passes when that bound is asked for."""
     model, rows = classifier()
-    expected, allowed = prepared(model, rows, float32=True)
+    graph = to_ir(model, target="duckdb")
+    samples = SampleSet({"features": rows}, "user rows", np.zeros(len(rows), bool))
+    gate = gate_for(graph, samples, model.predict(rows, verbose=0), 1e-5, True, predictor(model))
+    everything = np.arange(len(rows))
     target = float32_target(model, rows)
-    assert parity.compare(expected, target, 1e-5, allowed).passed
-    checks = parity.check_answers("binary", expected, ("0", "1"), answers(target), 1e-5, allowed=allowed)
-    assert all(check.disagreements == 0 for check in checks), checks
+    report = parity.compare(gate.expected(everything), target, 1e-5, gate.allowed(everything))
+    with pytest.raises(
+        ParityError, match=r"cannot meet --tolerance 1e-05 on sample row \d+: .*float32 bound"
+    ):
+        parity.require(report, "onnx", gate.float32_bound)
+    met = max(gate.float32_bound(row) for row in everything)
+    assert met < 1e-2
+    assert parity.compare(gate.expected(everything), target, met, np.full(len(rows), met)).passed
 
 
 def answers(first: np.ndarray) -> dict[str, list]:

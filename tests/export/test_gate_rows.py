@@ -91,14 +91,18 @@ def test_a_bad_samples_file_is_one_line(tmp_path, content, message):
     assert "\n" not in str(raised.value)
 
 
-def test_parity_holds_each_row_to_its_own_tolerance_and_nan_to_nan():
+def test_parity_holds_each_row_to_its_own_tolerance_and_nan_to_nan_only_where_masked():
     reference = np.array([[0.2, 0.8], [np.nan, np.nan], [0.5, 0.5]])
     candidate = np.array([[0.2, 0.8], [np.nan, np.nan], [0.5003, 0.4997]])
     assert not parity.compare(reference, candidate).passed
-    report = parity.compare(reference, candidate, allowed=np.array([1e-5, 1e-5, 1e-3]))
+    allowed = np.array([1e-5, 1e-5, 1e-3])
+    report = parity.compare(reference, candidate, allowed=allowed, masked=np.array([False, True, False]))
     assert report.passed and report.rows_over == 0
+    # NaN = NaN is agreement only on a fully masked row (Keras's 0/0), never on an ordinary one
+    unmasked = parity.compare(reference, candidate, allowed=allowed)
+    assert not unmasked.passed and unmasked.first_over is not None and unmasked.first_over.row == 1
     with pytest.raises(ParityError, match="NaN"):
-        parity.compare(reference, np.nan_to_num(candidate))
+        parity.compare(reference, np.nan_to_num(candidate), masked=np.array([False, True, False]))
     assert parity.compare(reference, candidate + 1, allowed=np.array([np.inf] * 3)).rows == 0
 
 

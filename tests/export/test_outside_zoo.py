@@ -17,8 +17,10 @@ import numpy as np
 import psycopg
 import pytest
 
+from nnsql.export.frontend.float64 import predictor
 from nnsql.export.frontend.model import load_model, read_metadata, to_ir
-from nnsql.export.publish.pipeline import ExportRequest, Prepared, expectations, joined, publish
+from nnsql.export.publish.gate import gate_for
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined, publish
 from nnsql.export.publish.samples import sample_inputs
 from nnsql.export.target import TARGETS
 from tests import models, outside_zoo
@@ -52,15 +54,23 @@ class Compiled:
         samples = sample_inputs(graph, metadata, GATE_ROWS)
         gate_scores = predicted(self.model, [samples.inputs[spec.name] for spec in graph.inputs])
         self.request = ExportRequest(self.path, name, sample_rows=GATE_ROWS)
-        self.prepared = Prepared(graph=graph, metadata=metadata, samples=samples, expected=gate_scores)
+        self.float64 = predictor(self.model)
+        self.prepared = Prepared(
+            graph=graph,
+            metadata=metadata,
+            samples=samples,
+            gate=gate_for(graph, samples, gate_scores, 1e-5, False, self.float64),
+        )
         self.gate_scores = gate_scores
 
     def prepared_for(self, target: str) -> Prepared:
-        """What the pipeline's `prepare` gives the target: rows at scale compared with the float64
-        reference, within the target's allowance (export/publish/pipeline.py `expectations`)."""
+        """What the pipeline's `prepare` gives the target: its rows compared with Keras, in float64 where
+        the target computes in float64 and on rows at scale (export/publish/pipeline.py's Gate)."""
         float32 = TARGETS[target].capabilities.float32
-        wanted = expectations(self.prepared.graph, self.prepared.samples, self.gate_scores, 1e-5, float32)
-        return replace(self.prepared, expected=wanted[0], allowed=wanted[1])
+        gate = gate_for(
+            self.prepared.graph, self.prepared.samples, self.gate_scores, 1e-5, float32, self.float64
+        )
+        return replace(self.prepared, gate=gate)
 
 
 def predicted(model, inputs: list[np.ndarray]) -> np.ndarray:

@@ -78,3 +78,34 @@ def test_a_fully_masked_rows_nan_probabilities_agree_only_with_nan():
     numbers = {"predict_proba": [[0.3, 0.3, 0.4], [0.2, 0.3, 0.5]]}
     (check,) = parity.check_answers("probabilities", reference, ("a", "b", "c"), numbers)
     assert check.disagreements == 1 and check.first_disagreement == 0
+
+
+REFERENCE = np.array([[0.2, 0.8], [0.5, 30.0]])
+OFF = np.array([[0.2, 0.8], [0.5, 30.01]])  # the second row's value 30 off by 0.01, beyond 1e-5 × 30
+
+
+def test_a_refusal_names_the_first_row_over_its_difference_and_bound():
+    report = parity.compare(REFERENCE, OFF)
+    assert report.first_over is not None and report.first_over.row == 1
+    with pytest.raises(ParityError, match=r"first sample row 1: \|Δ\| 0\.01 > bound 0\.0003;") as refused:
+        parity.require(report, "duckdb")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_float32_target_names_the_bound_it_could_meet_only_within_float32_rounding():
+    report = parity.compare(REFERENCE, OFF)
+    with pytest.raises(
+        ParityError, match=r"^onnx cannot meet --tolerance 1e-05 on sample row 1: .*bound there is 0\.05;"
+    ):
+        parity.require(report, "onnx", lambda row: 0.05)
+    with pytest.raises(
+        ParityError, match=r"^onnx disagrees with TensorFlow: .*\(float32 bound there 0\.001\)"
+    ):
+        parity.require(report, "onnx", lambda row: 0.001)
+
+
+def test_the_summary_prints_each_outputs_largest_difference_and_bound():
+    report = parity.compare(REFERENCE, REFERENCE, outputs=(("classes", 0, 1), ("energy", 1, 2)))
+    assert "classes 0.00e+00 ≤ 1.0e-05, energy 0.00e+00 ≤ 3.0e-04" in report.summary()
+    energy = report.bounds()["outputs"][1]
+    assert energy["name"] == "energy" and energy["max_bound"] == pytest.approx(3e-4, rel=1e-12)
