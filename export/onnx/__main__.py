@@ -24,10 +24,10 @@ from nnsql.export.onnx.capabilities import CAPABILITIES
 from nnsql.export.onnx.repository import METADATA_FILE, MODEL_FILE, publish, sha256_of, staging
 from nnsql.export.publish import budget, parity
 from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
-from nnsql.export.publish.pipeline import describe_kind, joined, output_columns
+from nnsql.export.publish.pipeline import describe_kind, joined, output_columns, spread
 from nnsql.export.publish.samples import SampleSet
 from nnsql.export.registry.carry import carried_classes
-from nnsql.export.registry.checks import stored_check
+from nnsql.export.registry.checks import STORED_ROWS, stored_check
 from nnsql.export.registry.repository import CHECK_FILE, active_version, follow_export
 from nnsql.serve import outputs as scorer
 
@@ -364,7 +364,7 @@ def export(
             "parity": {**report.as_dict(), "bounds": report.bounds(), "sample_source": sample_source},
             "training": metadata,
         }
-        (staged / CHECK_FILE).write_text(kept_check(sets[0], expected[0], report, tolerance, meaning))
+        (staged / CHECK_FILE).write_text(kept_check(sets[0], expected[0], report, meaning))
         version = publish(staged, repo, name, document)
     follow_export(repo / name, version)
     return version, report
@@ -380,18 +380,19 @@ def previous_classes(model_dir: Path) -> tuple[int, list[str]] | None:
 
 
 def kept_check(
-    samples: Samples,
-    expected: tuple[np.ndarray, np.ndarray | None],
-    report: parity.ParityReport,
-    tolerance: float,
-    meaning: Meaning,
+    samples: Samples, scored: tuple[np.ndarray, Gate | None], report: parity.ParityReport, meaning: Meaning
 ) -> str:
-    """A few of the rows the gate compared, for activating this version later (export/registry/checks.py)."""
-    wanted, allowed = expected
-    allowed = np.full(len(wanted), tolerance) if allowed is None else allowed
-    rows = min(report.rows, len(wanted))
+    """A few of the rows the gate compared, with what they were compared with (Keras's references for
+    those rows alone), for activating this version later (export/registry/checks.py)."""
+    keras_scores, gate = scored
+    rows = spread(min(report.rows, samples.rows.rows), 2 * STORED_ROWS)
+    inputs = {name: values[rows] for name, values in samples.rows.inputs.items()}
+    if gate is None:
+        wanted, allowed = keras_scores[rows].reshape(len(rows), -1), np.full(len(rows), report.tolerance)
+    else:
+        wanted, allowed = gate.expected(rows), gate.allowed(rows)
     described = (meaning.kind, meaning.classes, meaning.units, meaning.several)
-    return stored_check(samples.rows.inputs, wanted, allowed, rows, described).document()
+    return stored_check(inputs, wanted, allowed, len(rows), described).document()
 
 
 def main(argv: list[str] | None = None) -> int:
