@@ -31,6 +31,7 @@ from nnsql.export.oracle.script import (
     HEADER,
     VERIFY_ROWS,
     check_compiled,
+    check_declarations,
     rows_block,
     testdata_script,
 )
@@ -96,6 +97,9 @@ def install_script(
 ) -> str:
     chosen = np.flatnonzero(np.isfinite(verified.allowed))[:VERIFY_ROWS]  # rows with a finite reference
     rows = len(chosen)
+    # predict_proba is the first output alone (PREDICTION_SET's probabilities, or the one value of a
+    # regression): the other outputs of a model with several are not what the mining model scores.
+    first = first_width(built)
     inputs = [verified.samples.inputs[a.segment.name][chosen] for a in built.attributes]
     comment = (
         f"nnsql model {names.name} version {names.version} from {request.model_path}; "
@@ -109,16 +113,26 @@ def install_script(
         "directory": directory,
         "rows": rows,
         "tolerance": repr(request.tolerance),
-        "declarations": "\n".join(f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(len(inputs))),
+        "declarations": check_declarations(len(inputs), first),
         "append": APPEND,
         "rows_block": rows_block(
-            inputs, verified.expected[chosen], verified.allowed[chosen], request.tolerance, names.package
+            inputs,
+            verified.expected[chosen][:, :first],
+            verified.allowed[chosen],
+            names.package,
+            first_columns=first,
         ),
         "check_compiled_package": check_compiled(names.package),
         "check_compiled_entry": check_compiled(names.entry),
         "comment": literal(comment[:3900]),
     }
     return render_template(TEMPLATES, "onnx_install.sql.j2", context)
+
+
+def first_width(built: FlatModel) -> int:
+    """The values of the first output as predict_proba gives them (a sigmoid's p as [1 - p, p])."""
+    width = built.model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value
+    return 2 if built.two_class else int(width)
 
 
 def privileges_script(directory: str) -> str:

@@ -23,7 +23,7 @@ from nnsql.export.ir import graph as ir
 from nnsql.export.ir import kinds
 from nnsql.export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
 from nnsql.export.publish import parity
-from nnsql.export.publish.pipeline import ExportRequest, Prepared, input_spec_json
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, input_spec_json, output_columns
 
 VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
@@ -94,22 +94,24 @@ def rows_block(
     inputs: list[np.ndarray],
     expected: np.ndarray,
     allowed: np.ndarray,
-    tolerance: float,
     package: str,
     *,
+    first_columns: int,
     graph: ir.Graph | None = None,
 ) -> str:
     """Per sample row: its inputs and the package's scores against what they are compared with (Keras's
-    values; the float64 reference on rows at scale) within the row's tolerance (`allowed`). With the
-    `graph`, `predict` is scored and each function its kind offers is checked against a Keras user's
+    values; the float64 reference on rows at scale), each value within the row's tolerance (`allowed`,
+    unscaled: check_row scales it by the value's own size as export/publish/parity.py `bounds` does). Ties
+    are read from the first output (its `first_columns` values) as parity.check_answers reads them. With
+    the `graph`, `predict` is scored and each function its kind offers is checked against a Keras user's
     answer (export/publish/parity.py's questions and margins); without, `predict_proba` (the ONNX engine's
     package)."""
     several = bool(graph is not None and graph.outputs)
     questions = parity.questions(graph.kind, several_outputs=several) if graph is not None else ()
-    ties = np.where(allowed > tolerance, 2 * allowed, parity.TIE_MARGIN)
+    ties = parity.tie_margins(expected[:, :first_columns], allowed)
     if graph is not None:
         answers = kinds.keras_answers(
-            graph.kind, expected[:, : graph.first_size], graph.classes, ties, several_outputs=several
+            graph.kind, expected[:, :first_columns], graph.classes, ties, several_outputs=several
         )
     lines = []
     for row in range(len(expected)):
@@ -133,14 +135,26 @@ def rows_block(
     return "\n".join(lines)
 
 
-def row_tolerances(prepared: Prepared, tolerance: float) -> np.ndarray:
-    return prepared.allowed if prepared.allowed is not None else np.full(prepared.samples.rows, tolerance)
+def check_declarations(inputs: int, first_columns: int) -> str:
+    """The verify block's own variables: the input arrays, and check_row's per-column figures."""
+    lines = [f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(inputs)]
+    lines += [
+        "    column_diff   UTL_NLA_ARRAY_DBL := UTL_NLA_ARRAY_DBL();  -- per column: the largest |d|",
+        "    column_bound  UTL_NLA_ARRAY_DBL := UTL_NLA_ARRAY_DBL();  -- per column: the largest bound",
+        f"    first_columns CONSTANT PLS_INTEGER := {first_columns};  -- the first output's: its argmax",
+    ]
+    return "\n".join(lines)
 
 
-def verify_rows(prepared: Prepared, tolerance: float) -> np.ndarray:
+def row_tolerances(prepared: Prepared) -> np.ndarray:
+    """Each sample row's tolerance, unscaled (each value's bound is computed from it by check_row)."""
+    return prepared.gate.allowed(np.arange(prepared.samples.rows))
+
+
+def verify_rows(prepared: Prepared) -> np.ndarray:
     """The rows the script checks: the first ordinary ones, then up to AT_SCALE_ROWS of those at scale
     (spread over their groups) whose reference is finite."""
-    allowed = row_tolerances(prepared, tolerance)
+    allowed = row_tolerances(prepared)
     at_scale = prepared.samples.at_scale
     scaled = np.flatnonzero(at_scale & np.isfinite(allowed))
     if len(scaled) > AT_SCALE_ROWS:
@@ -170,24 +184,23 @@ def verify_and_switch_script(
     """The verify-and-switch script of a new version; with `activation`, the script that switches back to
     this version later (`activate_vN.sql`): the same check on the same rows, then the switch, and the
     registry row that exists already marked active."""
-    chosen = verify_rows(prepared, request.tolerance)
+    chosen = verify_rows(prepared)
     rows = len(chosen)
-    allowed = row_tolerances(prepared, request.tolerance)
+    allowed = row_tolerances(prepared)
     inputs = [prepared.samples.inputs[spec.name][chosen] for spec in prepared.graph.inputs]
-    declarations = "\n".join(f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(len(inputs)))
     environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined)
     graph = prepared.graph
     questions = parity.questions(graph.kind, several_outputs=bool(graph.outputs))
     return environment.get_template("verify_and_switch.sql.j2").render(
         header=HEADER,
         append=APPEND,
-        declarations=declarations,
+        declarations=check_declarations(len(inputs), graph.first_size),
         rows_block=rows_block(
             inputs,
-            prepared.expected[chosen],
+            prepared.gate.expected(chosen),
             allowed[chosen],
-            request.tolerance,
             generator.package,
+            first_columns=graph.first_size,
             graph=graph,
         ),
         rows=rows,
@@ -204,13 +217,34 @@ def verify_and_switch_script(
         input_spec=literal(input_spec_json(graph)),
         classes=literal(json.dumps(list(graph.classes))),
         source=literal(str(request.model_path)),
-        metadata=literal(json.dumps(prepared.metadata)),
+        metadata=metadata_expression(prepared.metadata),
+        bounds=bounds_expression(graph, request.tolerance),
         sample_source=literal(f"{prepared.samples.source} ({rows} of them scored by the script)"),
         dispatch_spec=generator.dispatch_spec(),
         dispatch_body=generator.dispatch_body(),
         check_compiled=check_compiled(generator.name),
         activation=activation,
     )
+
+
+def bounds_expression(graph: ir.Graph, tolerance: float) -> str:
+    """A PL/SQL expression of the bounds applied, as the other stores record them under `parity_bounds`
+    (export/publish/parity.py `ParityReport.bounds`): each output's largest |d| and largest bound, from
+    check_row's per-column figures once every row is checked."""
+    head = json.dumps({"tolerance": tolerance, "rule": parity.RULE, "outputs": None})
+    assert head.endswith("null}")
+    figures = " || ', ' || ".join(
+        f"output_figures({literal(json.dumps(name))}, {start + 1}, {stop})"
+        for name, start, stop in output_columns(graph)
+    )
+    return f"{literal(head[: -len('null}')] + '[')} || {figures} || ']}}'"
+
+
+def metadata_expression(metadata: dict) -> str:
+    """The registry row's metadata: the model's, with the bounds the script computed (`:nn_bounds`)."""
+    head = json.dumps({**metadata, "parity_bounds": None})
+    assert head.endswith("null}")
+    return f"{literal(head[: -len('null}')])} || :nn_bounds || '}}'"
 
 
 def check_compiled(unit: str) -> str:

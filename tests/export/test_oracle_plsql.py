@@ -5,6 +5,7 @@ rounding, NUMBER overflow, NaN ordering, exception handlers)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -14,7 +15,9 @@ import numpy as np
 import pytest
 
 from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.publish import parity
 from tests import models
+from tests.export import mutations
 from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
 from tests.export.plsql_interpreter import load_scripts
@@ -137,6 +140,54 @@ def test_a_wrong_expected_answer_is_refused_by_check_answer(relu_scripts, tmp_pa
     with pytest.raises(PlsqlError) as refused:
         Session().run_script(copy / "install.sql")
     assert refused.value.code == -20010 and "(score on row 1)" in refused.value.message
+
+
+@pytest.fixture(scope="module")
+def two_heads_scripts(tmp_path_factory) -> Path:
+    """The scripts of a softmax class head beside an energy head of 2e4..6e4 (tests/export/mutations.py)."""
+    directory = tmp_path_factory.mktemp("two_heads")
+    path = mutations.saved("two_heads", directory / "model")
+    args = ["--model", str(path), "--name", "m", "--script-only", str(directory / "scripts"), "--quiet"]
+    assert export_oracle([*args, "--sample-rows", "50"]) == 0
+    return directory / "scripts"
+
+
+def test_a_class_value_off_by_more_than_its_own_bound_is_refused_beside_a_large_head(
+    two_heads_scripts, tmp_path
+):
+    """Each value is bounded by its own size: a probability the script expects 1e-4 off what the package
+    gives (10 times the tolerance, far within the energy's bound of 0.2 or more) stops the install."""
+    script = "04_verify_and_switch_v1.sql"
+    line = next(
+        line for line in (two_heads_scripts / script).read_text().splitlines() if "check_row(1," in line
+    )
+    found = re.search(r"UTL_NLA_ARRAY_DBL\(([^)]*)\)", line)
+    assert found is not None
+    values = [float(value.rstrip("d")) for value in found[1].split(", ")]
+    assert values[3] > 2e4  # the energy, beside the three probabilities
+    shifted = line.replace(found[1], ", ".join(f"{v!r}d" for v in [values[0] + 1e-4, *values[1:]]))
+    copy = mutated(two_heads_scripts, tmp_path, script, line, shifted)
+    with pytest.raises(PlsqlError) as refused:
+        Session().run_script(copy / "install.sql")
+    assert refused.value.code == -20010 and "1 row(s) over tolerance" in refused.value.message
+
+
+def test_the_registry_row_records_each_output_s_bounds(two_heads_scripts):
+    """The registry row's metadata holds `parity_bounds` as the other stores write it: per output, the
+    largest |d| the script measured and the largest bound it applied, each value's bound its row's
+    tolerance times max(1, |value|) (export/publish/parity.py `bounds`) on the rows the script embeds."""
+    text = (two_heads_scripts / "04_verify_and_switch_v1.sql").read_text()
+    checks = mutations.script_checks(text)
+    expected = np.array([check.expected for check in checks])
+    bounds = parity.bounds(expected, np.array([check.allowed for check in checks]))
+    (row,) = load_scripts(two_heads_scripts).session.store.tables["NNSQL_MODELS"].rows
+    recorded = json.loads(row["METADATA"])["parity_bounds"]
+    assert (recorded["tolerance"], recorded["rule"]) == (1e-5, parity.RULE)
+    assert [output["name"] for output in recorded["outputs"]] == ["classes", "energy"]
+    for output, columns in zip(recorded["outputs"], (slice(0, 3), slice(3, 4)), strict=True):
+        assert output["max_bound"] == pytest.approx(bounds[:, columns].max(), rel=1e-12)
+        assert output["max_abs_diff"] <= output["max_bound"]
+    assert recorded["outputs"][1]["max_bound"] > 1e4 * recorded["outputs"][0]["max_bound"]
 
 
 def run_block(text: str) -> dict:
