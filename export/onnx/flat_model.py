@@ -23,6 +23,7 @@ from nnsql.export.frontend.base import Context
 from nnsql.export.frontend.model import load_model, read_metadata
 from nnsql.export.onnx.flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
 from nnsql.export.publish import budget, parity
+from nnsql.export.publish.gate import fully_masked
 from nnsql.export.publish.samples import SampleSet
 
 OUTPUT = "probabilities"  # the first output's name after `convert`
@@ -151,7 +152,10 @@ def verify(
     actual, outcome = budget.score_within_budget(
         partial(score_flat, session, rows), len(rows), limits, where="onnxruntime", progress=progress
     )
-    report = parity.compare(expected[: outcome.rows], actual, tolerance, allowed[: outcome.rows])
+    masked = fully_masked(list(samples.inputs.values()), len(rows))[: outcome.rows]
+    report = parity.compare(
+        expected[: outcome.rows], actual, tolerance, allowed[: outcome.rows], masked=masked
+    )
     parity.require(report, target)
     return Verified(samples, expected, allowed, report, outcome.describe(samples.source))
 
