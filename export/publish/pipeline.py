@@ -129,13 +129,6 @@ class Prepared:
         """Every row's reference (for a target that checks rows of its own choosing)."""
         return self.gate.expected(np.arange(self.samples.rows))
 
-    @property
-    def allowed(self) -> np.ndarray:
-        """Every row's largest bound (a target checking one bound per row: Oracle's check_row)."""
-        rows = np.arange(self.samples.rows)
-        reference = np.nan_to_num(np.abs(self.expected), nan=0.0, posinf=0.0)
-        return self.gate.allowed(rows) * np.maximum(1.0, reference.max(axis=1, initial=0.0))
-
 
 def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
     """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
