@@ -216,7 +216,7 @@ def run_once(run: Run, argv: list[str], spawn_runs: Path, log: Path) -> list[dic
     spawn.RUNS = spawn_runs
     with log.open("w") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = spawn.main(argv)
-    created = sorted(set(spawn_runs.iterdir()) - before)
+    created = sorted(path for path in set(spawn_runs.iterdir()) - before if not path.is_symlink())
     if code != 0 or not created:
         raise BenchError(f"{run.name}: train.spawn exited with {code}; its output: {log}")
     attempts = sorted(created[-1].glob("attempt-*"))

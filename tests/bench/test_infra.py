@@ -104,6 +104,8 @@ def worker_rates(run_dir: Path) -> dict[tuple, float]:
     """Each run's total recomputed from the raw worker logs, independently of bench.infra.report."""
     totals: dict[tuple, float] = {}
     for log in run_dir.glob("spawn/*/attempt-*/worker-*.log"):
+        if log.parents[1].is_symlink():  # runs/latest: the newest run again, under another name
+            continue
         for line in log.read_text().splitlines():
             if RESULT_MARK in line:
                 result = json.loads(line.split(RESULT_MARK, 1)[1])
