@@ -174,7 +174,7 @@ class Gate:
             # served without a key (a CORS preflight carries no credentials), and never with a body: a
             # large declared body would hold the worker's body budget (503 for everyone) before any key
             limit, what = OPEN_BODY_LIMIT, "a request that needs no API key"
-        elif CONTROL_ROUTE.fullmatch(path):
+        elif CONTROL_ROUTE.fullmatch(re.sub("/{2,}", "/", path)):  # routed as Flask merges slashes
             refusal = control_refusal(self.admin_keys, headers.get("authorization"), headers.get("x-api-key"))
             if refusal is not None:
                 return refusal

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from nnsql.serve.errors import ScoringError, bad_request
 from nnsql.serve.extensions import service
+from nnsql.serve.gate import control_refusal
 from nnsql.serve.tensors import load_json
 
 blueprint = Blueprint("extensions", __name__)
@@ -56,14 +57,28 @@ def repository_index() -> Response:
     return jsonify(service.index_document(ready))
 
 
+def require_admin_key() -> None:
+    """Loading and unloading check the admin key themselves, whatever path spelling led here: the gate
+    in front reads the path as sent, Flask's routing merges repeated slashes."""
+    refusal = control_refusal(
+        current_app.extensions["admin_keys"],
+        request.headers.get("Authorization"),
+        request.headers.get("X-Api-Key"),
+    )
+    if refusal is not None:
+        raise ScoringError(refusal.message, refusal.status)
+
+
 @blueprint.post("/v2/repository/models/<name>/load")
 def load(name: str) -> Response:
+    require_admin_key()
     service.load_model(name, parameters_of(small_json_body()))
     return jsonify({})
 
 
 @blueprint.post("/v2/repository/models/<name>/unload")
 def unload(name: str) -> Response:
+    require_admin_key()
     parameters_of(small_json_body())  # unload_dependents: no model here depends on another
     service.unload_model(name)
     return jsonify({})

@@ -278,6 +278,27 @@ def test_model_control_is_off_unless_asked_and_needs_the_admin_key(serve_app, tm
     controlled.close()
 
 
+@pytest.mark.parametrize(
+    "path", ["//v2/repository/models/mnist/unload", "/v2//repository/models/mnist/unload"]
+)
+def test_no_spelling_of_the_unload_path_skips_the_admin_key(serve_app, tmp_path, path):
+    """A doubled slash slipped past the gate's check of the control route while Flask still routed the
+    request to unload: the scoring key (or no key at all on an open server) took a model out of service."""
+    import http.client
+
+    keys = tmp_path / "keys"
+    keys.write_text("s3cret-key\n")
+    for config, headers in (({"API_KEY_FILE": str(keys)}, {"X-Api-Key": "s3cret-key"}), ({}, {})):
+        server = serve_app(**config, **CONTROL)
+        connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=10)
+        connection.request("POST", path, body=b"{}", headers={"Content-Type": "application/json", **headers})
+        answer = connection.getresponse()
+        assert answer.status == 401, answer.read()
+        connection.close()
+        ready = requests.get(f"{server.url}/v2/models/mnist/ready", headers=headers, timeout=10)
+        assert ready.status_code == 200
+
+
 def test_the_repository_index_shows_no_paths_of_the_server(serve_app, onnx_repo, tmp_path):
     """A version that could not be read was listed with the reason the loader gave, which held the
     repository's absolute path on the server."""
