@@ -58,6 +58,8 @@ def from_document(text: str | Mapping[str, Any]) -> StoredCheck:
     """The check as stored (JSON text, or the mapping a driver decoded it into)."""
     document = json.loads(text) if isinstance(text, str) else text
     rows, shapes = document["rows"], document["shapes"]
+    if not rows:
+        raise ExportError("the kept answer check holds no rows: the version cannot be proven; not activated")
     inputs = {
         name: np.asarray([row["inputs"][name] for row in rows], np.float64).reshape(len(rows), *shape)
         for name, shape in shapes.items()

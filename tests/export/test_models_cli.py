@@ -376,3 +376,34 @@ def test_the_kept_check_of_large_inputs_keeps_fewer_rows():
     rows = stored_check({"features": np.zeros((100, 4))}, expected, allowed, 100, meaning)
     assert images.rows * 224 * 224 * 3 <= STORED_VALUES and images.rows >= 1
     assert rows.rows == STORED_ROWS and rows.answers["label"] == ["c"] * STORED_ROWS
+
+
+@pytest.mark.duckdb
+def test_activation_runs_only_the_statements_the_exporter_writes(churn, tmp_path, capsys):
+    """The kept scoring code lives in the DuckDB file: a statement written into it by whoever can write the
+    file (a COPY that writes a file where the activating user may write) ran as it stood."""
+    import duckdb
+
+    target = DuckDBExecutor(tmp_path)
+    exported_twice(target, churn, capsys)
+    planted = tmp_path / "planted.txt"
+    with duckdb.connect(str(target.db)) as con:
+        con.execute(
+            "UPDATE nnsql.installs SET script = ? || script WHERE name = 'churn' AND version = 1",
+            [f"COPY (SELECT 'planted') TO '{planted}';\n"],
+        )
+    assert models("activate", "--db", str(target.db), "--name", "churn", "--version", "1") == 2
+    assert "a statement the exporter never writes (COPY" in one_error(capsys)
+    assert not planted.exists() and active_versions(target) == [2]
+    with duckdb.connect(str(target.db)) as con:
+        con.execute(
+            "UPDATE nnsql.installs SET gate_check = ? WHERE name = 'churn' AND version = 1",
+            ['{"shapes": {}, "rows": []}'],
+        )
+        con.execute(
+            "UPDATE nnsql.installs SET script = substr(script, strpos(script, ';') + 2) WHERE name = 'churn'"
+            " AND version = 1"
+        )
+    assert models("activate", "--db", str(target.db), "--name", "churn", "--version", "1") == 2
+    assert "holds no rows" in one_error(capsys)
+    assert active_versions(target) == [2]
