@@ -86,13 +86,9 @@ def _dataset_rows(graph: ir.Graph, metadata: dict[str, Any], rows: int) -> Ordin
 def user_rows(graph: ir.Graph, path: Path, rows: int) -> Ordinary:
     """The rows of `--samples FILE`: a .npy array (rows × the input's shape, or flat) for a model with
     one input, or a .npz holding one array per input name. Loaded as data (no pickles)."""
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise ExportError(f"--samples {path}: cannot read it as .npy/.npz ({error})") from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
-        with loaded:
-            arrays = {name: loaded[name] for name in loaded.files}
+    loaded = read_samples(path)
+    if isinstance(loaded, dict):
+        arrays = loaded
     elif len(graph.inputs) == 1:
         arrays = {graph.inputs[0].name: loaded}
     else:
@@ -105,20 +101,25 @@ def user_rows(graph: ir.Graph, path: Path, rows: int) -> Ordinary:
     return Ordinary(inputs, f"{count} rows of {path.name}", f"{path.name} row")
 
 
-def longest_sequence(path: Path | None) -> int | None:
-    """The steps of the longest sequences a --samples file holds (its arrays' second dimension), or None
-    without a file or sequences: the length a variable-length input is compiled at by default."""
-    if path is None:
-        return None
+def read_samples(path: Path) -> np.ndarray | dict[str, np.ndarray]:
+    """A --samples file as data (no pickles): a .npy's array, or a .npz's arrays by name."""
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise ExportError(f"--samples {path}: cannot read it as .npy/.npz ({error})") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):
         with loaded:
-            shapes = [loaded[name].shape for name in loaded.files]
-    else:
-        shapes = [loaded.shape]
+            return {name: loaded[name] for name in loaded.files}
+    return loaded
+
+
+def longest_sequence(path: Path | None) -> int | None:
+    """The steps of the longest sequences a --samples file holds (its arrays' second dimension), or None
+    without a file or sequences: the length a variable-length input is compiled at by default."""
+    if path is None:
+        return None
+    loaded = read_samples(path)
+    shapes = [array.shape for array in loaded.values()] if isinstance(loaded, dict) else [loaded.shape]
     steps = [shape[1] for shape in shapes if len(shape) > 1]
     return max(steps) if steps else None
 
