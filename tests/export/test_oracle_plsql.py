@@ -190,6 +190,27 @@ def test_the_registry_row_records_each_output_s_bounds(two_heads_scripts):
     assert recorded["outputs"][1]["max_bound"] > 1e4 * recorded["outputs"][0]["max_bound"]
 
 
+def test_the_recorded_bounds_are_json_in_a_session_with_a_decimal_comma(two_heads_scripts):
+    """A DBA whose session writes numbers with a decimal comma (NLS_NUMERIC_CHARACTERS = ',.', as a German
+    locale sets it) installs the same registry row: the bounds are written with a '.' whatever the session's
+    numeric characters, so the metadata stays JSON that the other tools read."""
+    session = Session()
+    session.run_script(Path("nls.sql"), "ALTER SESSION SET NLS_NUMERIC_CHARACTERS = ',.';\n")
+    assert run_in(session, "BEGIN :r := TO_CHAR(1.5d); END;")["R"] == "1,5E+000"
+    session.run_script(two_heads_scripts / "install.sql")
+    (row,) = session.store.tables["NNSQL_MODELS"].rows
+    recorded = json.loads(row["METADATA"])["parity_bounds"]
+    (expected,) = load_scripts(two_heads_scripts).session.store.tables["NNSQL_MODELS"].rows
+    assert recorded == json.loads(expected["METADATA"])["parity_bounds"]
+
+
+def run_in(session: Session, text: str) -> dict:
+    """An anonymous block run in the session given; the bind variables it set."""
+    with np.errstate(all="ignore"):
+        session.run_script(Path("block.sql"), "VARIABLE r VARCHAR2(100)\n" + text + "\n/\n")
+    return session.binds
+
+
 def run_block(text: str) -> dict:
     """An anonymous block run in a fresh session; the bind variables it set."""
     session = Session()

@@ -5,12 +5,23 @@ raises ORA-01426 past 1e126 and ORA-01428 outside a function's domain."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tests.export.plsql.values import F32, F64, PlsqlError, checked, compare, ora, precedence, to_char
+from tests.export.plsql.values import (
+    DECIMAL,
+    F32,
+    F64,
+    PlsqlError,
+    checked,
+    compare,
+    ora,
+    precedence,
+    to_char,
+)
 
 
 def numeric(function: Callable, ieee: Callable, domain: Callable[[float], bool] = lambda x: True) -> Callable:
@@ -76,6 +87,32 @@ def raise_application_error(code: Any, message: Any, keep: Any = False) -> None:
     raise PlsqlError(code, to_char(message) or "")
 
 
+NLS_NUMERIC = re.compile(r"\s*NLS_NUMERIC_CHARACTERS\s*=\s*'(.)(.)'\s*$", re.I)
+
+
+def to_char_call(value: Any, model: str | None = None, nls: str | None = None) -> str | None:
+    """TO_CHAR(n), or TO_CHAR(n, 'TME', nlsparam): scientific notation with the fewest digits that give the
+    value back, its decimal character from the nlsparam (else the session's). The generated scripts use no
+    other format model; another raises ORA-01481 here rather than guessing."""
+    if model is None or value is None:
+        return to_char(value)
+    if model.upper() != "TME":
+        raise ora(-1481, "invalid number format model")
+    decimal = DECIMAL.get()
+    if nls is not None:
+        found = NLS_NUMERIC.match(nls)
+        if found is None:
+            raise ora(-12702, "invalid NLS parameter string used in SQL function")
+        decimal = found[1]
+    number = float(value)
+    text = next(
+        (f"{number:.{digits}E}" for digits in range(17) if float(f"{number:.{digits}E}") == number),
+        f"{number:.17E}",
+    )
+    mantissa, exponent = text.split("E")
+    return f"{mantissa}E{int(exponent):+03d}".replace(".", decimal)
+
+
 def nvl(a: Any, b: Any) -> Any:
     return b if a is None else a
 
@@ -105,7 +142,7 @@ FUNCTIONS: dict[str, Callable] = {
     "NVL": nvl,
     "TO_BINARY_DOUBLE": to_binary(F64),
     "TO_BINARY_FLOAT": to_binary(F32),
-    "TO_CHAR": to_char,
+    "TO_CHAR": to_char_call,
     "UPPER": lambda s: None if s is None else str(to_char(s)).upper(),
     "LOWER": lambda s: None if s is None else str(to_char(s)).lower(),
     "RAISE_APPLICATION_ERROR": raise_application_error,

@@ -4,6 +4,9 @@ session, like Oracle's package state), SQL*Plus bind variables, and the scripts 
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,11 @@ from tests.export.plsql.scope import Routine, Scope
 from tests.export.plsql.script import units
 from tests.export.plsql.store import CREATE_TABLE, Store
 from tests.export.plsql.types import SCHEMA_TYPES
-from tests.export.plsql.values import F32, F64, Collection, PlsqlError, ora
+from tests.export.plsql.values import DECIMAL, F32, F64, Collection, PlsqlError, ora
+
+ALTER_NUMERIC_CHARACTERS = re.compile(
+    r"\s*ALTER\s+SESSION\s+SET\s+NLS_NUMERIC_CHARACTERS\s*=\s*'(\S\S)'\s*;?\s*$", re.I
+)
 
 
 class Package:
@@ -42,6 +49,7 @@ class Session:
         self.errors: list[PlsqlError] = []  # the exceptions being handled (SQLCODE, RAISE;)
         self.blas_calls: list[tuple[str, dict[str, Any]]] = []
         self.loop_counts: dict[str, list[int]] = {}  # FOR loop variable → [bodies run, ended by CONTINUE]
+        self.numeric_characters = ".,"  # NLS_NUMERIC_CHARACTERS: the decimal, then the group character
 
     # -- scripts
     def run_script(self, path: Path, text: str | None = None) -> None:
@@ -49,7 +57,7 @@ class Session:
         arithmetic overflows to infinity without a warning, as IEEE and Oracle have it."""
         for unit in units(path.read_text() if text is None else text):
             try:
-                with np.errstate(all="ignore"):
+                with np.errstate(all="ignore"), self.nls():
                     self.run_unit(unit.kind, unit.text, path.parent)
             except PlsqlError as error:
                 error.add_note(f"{path.name}, line {unit.line}")
@@ -62,6 +70,9 @@ class Session:
                 self.binds[words[1].upper()] = None
             elif text.startswith("@"):
                 self.run_script(directory / text.lstrip("@"))
+            return
+        if kind == "sql" and (found := ALTER_NUMERIC_CHARACTERS.match(text)):
+            self.numeric_characters = found[1]
             return
         if kind == "sql" and CREATE_TABLE.match(text.rstrip().rstrip(";").split("\n    VARRAY")[0]):
             self.store.execute_ddl(text.rstrip().rstrip(";").split("\n    VARRAY")[0])
@@ -103,6 +114,15 @@ class Session:
             scope.frame[name] = init()
         package.scope = scope
 
+    @contextlib.contextmanager
+    def nls(self) -> Iterator[None]:
+        """This session's decimal character for the conversions run meanwhile."""
+        token = DECIMAL.set(self.numeric_characters[0])
+        try:
+            yield
+        finally:
+            DECIMAL.reset(token)
+
     # -- calls from Python
     def call(self, package: str, function: str, *args: Any) -> Any:
         """package.function(args): a row (a sequence of numbers, None for NULL elements) is passed as
@@ -112,7 +132,7 @@ class Session:
         actuals: list[tuple[str | None, Any, Any]] = [
             (None, constant(self.argument(arg)), None) for arg in args
         ]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), self.nls():
             return result(routine.invoke(actuals))
 
     @staticmethod

@@ -9,6 +9,7 @@ NaN equals NaN and is greater than every other value.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from typing import Any
 
@@ -94,12 +95,22 @@ def negate(a: Any) -> Any:
     return None if a is None else -a
 
 
+# The session's decimal character (the first of NLS_NUMERIC_CHARACTERS), which implicit conversions and
+# TO_CHAR without an nlsparam use: a session in a German locale writes 1,5E-006.
+DECIMAL = contextvars.ContextVar("decimal", default=".")
+
+
 def to_char(value: Any) -> str | None:
-    """TO_CHAR of a value, as string concatenation converts it."""
+    """TO_CHAR of a value, as string concatenation converts it, with the session's decimal character."""
     if value is None:
         return None
     if isinstance(value, str):
         return value
+    return implicit_text(value).replace(".", DECIMAL.get())
+
+
+def implicit_text(value: Any) -> str:
+    """A number as Oracle converts it to text, with '.' for its decimal character."""
     if isinstance(value, bool):
         raise ora(-6550, "a BOOLEAN cannot be concatenated")
     if type(value) in (F32, F64):
