@@ -1,0 +1,87 @@
+"""The access log, written off the request path.
+
+A request only builds its entry (a small dict) and puts a log record on a queue (the standard library's
+QueueHandler). A listener thread (QueueListener) turns each record into its JSON line and writes the
+lines through a buffer of its own, flushed whenever the queue is empty: under load a write carries many
+lines, and no request waits for formatting, a lock or a system call. Stopping the listener (at the
+worker's shutdown) writes every line still queued, in order.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import queue
+import sys
+from logging.handlers import QueueHandler, QueueListener
+from typing import IO, Any
+
+ACCESS_LOG = logging.getLogger("serve.access")
+BUFFER_BYTES = 1 << 16
+
+
+class Entry(dict):
+    """An access log entry: formatted as its JSON line only when written, in the listener's thread."""
+
+    def __str__(self) -> str:
+        return json.dumps(self)
+
+
+def log(**fields: Any) -> None:
+    """Log a request's entry (nothing is built when the access log is off)."""
+    if ACCESS_LOG.isEnabledFor(logging.INFO):
+        ACCESS_LOG.info("%s", Entry(fields))
+
+
+class DeferredQueueHandler(QueueHandler):
+    """Queues the record as it is: its message is formatted by the listener's handler, not here."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
+class DrainingHandler(logging.StreamHandler):
+    """Writes to its own buffer and flushes only when no more record waits in `pending`."""
+
+    def __init__(self, stream: IO[str], pending: queue.SimpleQueue) -> None:
+        super().__init__(stream)
+        self.pending = pending
+
+    def flush(self) -> None:
+        if self.pending.empty():
+            super().flush()
+
+
+def buffered(stream: IO[str]) -> IO[str]:
+    """A buffered writer on the stream's file descriptor (stderr is line-buffered: a write per line)."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):  # not a file (a test's capture)
+        return stream
+    return open(descriptor, "w", buffering=BUFFER_BYTES, closefd=False, encoding="utf-8")
+
+
+def start(stream: IO[str] | None = None, line_format: str = "%(message)s") -> QueueListener:
+    """Send the access log through a queue to a listener thread writing to `stream` (stderr by default);
+    the caller stops the listener at shutdown, which writes what is still queued."""
+    pending: queue.SimpleQueue = queue.SimpleQueue()
+    handler = DrainingHandler(buffered(stream or sys.stderr), pending)
+    handler.setFormatter(logging.Formatter(line_format))
+    listener = QueueListener(pending, handler)
+    for old in list(ACCESS_LOG.handlers):
+        ACCESS_LOG.removeHandler(old)
+    ACCESS_LOG.addHandler(DeferredQueueHandler(pending))
+    ACCESS_LOG.propagate = False
+    listener.start()
+    return listener
+
+
+def stop(listener: QueueListener) -> None:
+    """Write every queued line, flush, and give the access log back to the root logger's handlers."""
+    listener.stop()
+    for handler in listener.handlers:
+        logging.StreamHandler.flush(handler)  # type: ignore[arg-type]
+    for old in list(ACCESS_LOG.handlers):
+        ACCESS_LOG.removeHandler(old)
+    ACCESS_LOG.propagate = True
