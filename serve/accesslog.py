@@ -48,6 +48,8 @@ class PollingListener(QueueListener):
     """Takes the queued records every POLL_SECONDS rather than being woken by each one: a request's
     put then wakes no thread, and the lines are formatted and written in bursts."""
 
+    queue: queue.SimpleQueue
+
     def dequeue(self, block: bool) -> logging.LogRecord:
         while True:
             try:
@@ -98,7 +100,7 @@ def stop(listener: QueueListener) -> None:
     """Write every queued line, flush, and give the access log back to the root logger's handlers."""
     listener.stop()
     for handler in listener.handlers:
-        logging.StreamHandler.flush(handler)  # type: ignore[arg-type]
+        logging.StreamHandler.flush(handler)
     for old in list(ACCESS_LOG.handlers):
         ACCESS_LOG.removeHandler(old)
     ACCESS_LOG.propagate = True
