@@ -1,11 +1,10 @@
 """The access log, written off the request path.
 
-A request only builds its entry (a small dict) and puts a log record on a queue (the standard library's
-QueueHandler). A listener thread (QueueListener) takes the queued records every 50 ms, turns each into
-its JSON line and writes the lines through a buffer of its own, flushed whenever the queue is empty:
-a write carries many lines, and no request waits for formatting, a lock, a system call or a thread it
-woke. Stopping the listener (at the
-worker's shutdown) writes every line still queued, in order.
+A request only builds its entry (a small dict) and puts it on a queue. A listener thread (the standard
+library's QueueListener) takes the queued entries every 50 ms, makes each its log record and JSON line,
+and writes the lines through a buffer of its own, flushed whenever the queue is empty: a write carries
+many lines, and no request waits for a log record, formatting, a lock, a system call or a thread it
+woke. Stopping the listener (at the worker's shutdown) writes every line still queued, in order.
 """
 
 from __future__ import annotations
@@ -31,9 +30,17 @@ class Entry(dict):
         return json.dumps(self)
 
 
+_queue: queue.SimpleQueue | None = None  # the listener's, while one runs
+
+
 def log(**fields: Any) -> None:
-    """Log a request's entry (nothing is built when the access log is off)."""
-    if ACCESS_LOG.isEnabledFor(logging.INFO):
+    """Log a request's entry (nothing is built when the access log is off). With a listener running,
+    the entry itself is queued, a fraction of a microsecond: the listener makes the log record."""
+    if not ACCESS_LOG.isEnabledFor(logging.INFO):
+        return
+    if _queue is not None:
+        _queue.put(Entry(fields))
+    else:
         ACCESS_LOG.info("%s", Entry(fields))
 
 
@@ -49,6 +56,20 @@ class PollingListener(QueueListener):
     put then wakes no thread, and the lines are formatted and written in bursts."""
 
     queue: queue.SimpleQueue
+
+    def prepare(self, record: Any) -> logging.LogRecord:
+        """The log record of a queued entry (records queued by the handler pass as they are)."""
+        if isinstance(record, Entry):
+            return logging.makeLogRecord(
+                {
+                    "name": ACCESS_LOG.name,
+                    "msg": "%s",
+                    "args": (record,),
+                    "levelno": logging.INFO,
+                    "levelname": "INFO",
+                }
+            )
+        return record
 
     def dequeue(self, block: bool) -> logging.LogRecord:
         while True:
@@ -90,14 +111,18 @@ def start(stream: IO[str] | None = None, line_format: str = "%(message)s") -> Qu
     listener = PollingListener(pending, handler)
     for old in list(ACCESS_LOG.handlers):
         ACCESS_LOG.removeHandler(old)
-    ACCESS_LOG.addHandler(DeferredQueueHandler(pending))
+    ACCESS_LOG.addHandler(DeferredQueueHandler(pending))  # for whoever logs through the logger itself
     ACCESS_LOG.propagate = False
     listener.start()
+    global _queue
+    _queue = pending
     return listener
 
 
 def stop(listener: QueueListener) -> None:
     """Write every queued line, flush, and give the access log back to the root logger's handlers."""
+    global _queue
+    _queue = None
     listener.stop()
     for handler in listener.handlers:
         logging.StreamHandler.flush(handler)
