@@ -1,26 +1,34 @@
 """Benchmark: `nnsql serve` side by side with Triton and MLServer, same ONNX model, same wrk load.
 
-Exports the MNIST MLP (784 → 100 → 10) with the project's exporter and serves it three ways at once:
-- nnsql: `nnsql serve` with its defaults (workers = cores), access log off like the peers';
+Exports the MNIST MLP (784 → 100 → 10) with the project's exporter and serves it these ways at once:
+- nnsql: `nnsql serve` with its defaults (workers = cores, the access log on);
+- nnsql-nolog: the same with `--no-access-log`, which is what the peers do by default: the pair gives
+  the access log's cost;
 - Triton: PyTriton 0.7.0 (Triton's C++ HTTP front end and dynamic batcher, onnxruntime in the bound
-  Python function), in build/bench-venvs/triton, made with Debian's python3.11 (PyTriton's Python
-  backend stub links Debian's libpython3.11);
-- MLServer 1.7.1 with an onnxruntime runtime (bench/peers/mlserver_onnx.py), in
-  build/bench-venvs/mlserver (uvloop 0.21: MLServer 1.7.1's inference pool fails on 0.23).
-The peers are installed by this script into their own virtual environments, never the project's.
+  Python function), in VENVS/triton, made with Debian's python3.11 (PyTriton's Python backend stub
+  links Debian's libpython3.11);
+- MLServer 1.7.1 with an onnxruntime runtime (bench/peers/mlserver_onnx.py), in VENVS/mlserver
+  (uvloop 0.21: MLServer 1.7.1's inference pool fails on 0.23).
+A peer runs when its virtual environment is installed (`--install-peers` makes them, never in the
+project's environment); VENVS is `--venvs` (default build/bench-venvs).
 wrk (Debian's package) drives one server at a time, the servers taking turns, for `--rounds` rounds:
 the machine is shared, so figures are printed as ranges over rounds and ratios are of medians.
-Loads: one row per request in V2 JSON at 8 and 64 connections; 256 rows per request in V2 JSON and
+Loads: one row per request in V2 JSON at 1, 16 and 64 connections; 256 rows per request in V2 JSON and
 in the binary tensor extension (MLServer has none) at 8 connections. Raw onnxruntime in this process
-gives the ceiling for batches of 256. Writes bench/results/serve_http.json.
+gives the ceiling for batches of 256. Prints the goals (nnsql's p99 ≤ Triton's and req/s ≥ Triton's at
+1, 16 and 64 connections; the access log costing ≤ 5 % of req/s) as met or missed, and writes
+bench/results/serve_http.json.
 
-    nnsql bench serve_http [--seconds 5] [--rounds 3] [--only nnsql,triton,mlserver]
+    nnsql bench serve_http [--seconds 5] [--rounds 3] [--only nnsql,nnsql-nolog,triton,mlserver]
+                           [--venvs DIR] [--install-peers]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import shutil
 import socket
@@ -40,6 +48,8 @@ from nnsql import quiet
 RESULTS = Path(__file__).parent / "results"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VENVS = REPO_ROOT / "build" / "bench-venvs"
+ONE_ROW_CONNECTIONS = (1, 16, 64)
+ACCESS_LOG_GOAL = 0.05  # the default access log may cost at most this share of req/s
 PEERS = Path(__file__).parent / "peers"
 BATCH_ROWS = 256
 PEER_PACKAGES = {
@@ -86,13 +96,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def ensure_venv(name: str) -> Path:
-    """The peer's virtual environment under build/bench-venvs, made and filled once."""
+def peer_venv(name: str, venvs: Path, install: bool) -> Path | None:
+    """The peer's virtual environment's bin directory under `venvs`, None when not installed (made and
+    filled here with `install`)."""
     python, packages = PEER_PACKAGES[name]
-    venv = VENVS / name
+    venv = venvs / name
     stamp = venv / ".installed"
-    if stamp.exists() and stamp.read_text() == " ".join(packages):
+    if stamp.exists() and stamp.read_text().split() == packages:
         return venv / "bin"
+    if not install:
+        print(f"{name}: not installed in {venv} (--install-peers installs {' '.join(packages)})", flush=True)
+        return None
     if not Path(python).exists():
         raise SystemExit(f"error: the {name} venv needs {python} (Debian: apt-get install python3.11-venv)")
     print(f"installing {', '.join(packages)} into {venv} (once)", flush=True)
@@ -117,33 +131,25 @@ def build_repository(directory: Path) -> Path:
     return directory / "repo"
 
 
-def contenders(names: list[str], repo: Path, scratch: Path, serve_args: list[str]) -> list[Contender]:
+def contenders(names: list[str], repo: Path, scratch: Path, args: argparse.Namespace) -> list[Contender]:
     model = repo / "mnist" / "1" / "model.onnx"
     made = []
     for name in names:
         port = free_port()
-        if name == "nnsql":
-            command = [
-                sys.executable,
-                "-m",
-                "nnsql.serve",
-                "--repo",
-                str(repo),
-                "--port",
-                str(port),
-                "--no-access-log",
-            ]
+        if name in ("nnsql", "nnsql-nolog"):
+            command = [sys.executable, "-m", "nnsql.serve", "--repo", str(repo), "--port", str(port)]
+            command += args.serve_args.split() + (["--no-access-log"] if name == "nnsql-nolog" else [])
             made.append(Contender(name, command, port, binary=True))
-        elif name == "triton":
-            python = ensure_venv("triton") / "python"
+            continue
+        bin_dir = peer_venv(name, Path(args.venvs), args.install_peers)
+        if bin_dir is None:
+            continue
+        if name == "triton":
             ports = [str(port), str(free_port()), str(free_port())]
-            made.append(
-                Contender(
-                    name, [str(python), str(PEERS / "pytriton_mnist.py"), str(model), *ports], port, True
-                )
-            )
+            command = [str(bin_dir / "python"), str(PEERS / "pytriton_mnist.py"), str(model), *ports]
+            made.append(Contender(name, command, port, True))
         elif name == "mlserver":
-            made.append(mlserver(ensure_venv("mlserver"), model, port, scratch / "mlserver"))
+            made.append(mlserver(bin_dir, model, port, scratch / "mlserver"))
     return made
 
 
@@ -222,9 +228,12 @@ def loads(directory: Path) -> list[Load]:
     json_body(directory / "row.json", row)
     json_body(directory / "batch.json", batch)
     length = binary_body(directory / "batch.bin", batch)
+    one_row = [
+        Load(f"1 row, JSON, {n} conn.", directory / "row.json", "application/json", n, 1)
+        for n in ONE_ROW_CONNECTIONS
+    ]
     return [
-        Load("1 row, JSON, 8 conn.", directory / "row.json", "application/json", 8, 1),
-        Load("1 row, JSON, 64 conn.", directory / "row.json", "application/json", 64, 1),
+        *one_row,
         Load(
             f"{BATCH_ROWS} rows, JSON, 8 conn.", directory / "batch.json", "application/json", 8, BATCH_ROWS
         ),
@@ -262,8 +271,43 @@ def millis(text: str) -> float:
     return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants (Linux /proc)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # ended meanwhile
+                pending.extend(int(child) for child in task.read_text().split())
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) used so far by the server's processes: on a shared machine the CPU a
+    request costs is steadier than the requests per second, which depend on what else runs."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
-    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    threads = min(2, connections)  # wrk needs a connection per thread
+    command = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+    ]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     return {
@@ -301,12 +345,18 @@ def measure(
             for server in turn:
                 if load.content_type == "application/octet-stream" and not server.binary:
                     continue
+                assert server.process is not None
+                used = cpu_seconds(server.process.pid)
                 figures = run_wrk(server.url, script, load.connections, args.seconds)
+                used = cpu_seconds(server.process.pid) - used
                 figures["rows_per_second"] = figures["requests_per_second"] * load.rows
+                requests_made = figures["requests_per_second"] * args.seconds
+                figures["cpu_ms_per_request"] = 1000 * used / requests_made if requests_made else 0.0
                 server.figures.setdefault(load.name, []).append(figures)
                 print(
-                    f"  {load.name:<26} {server.name:<9} {figures['requests_per_second']:>9,.0f} req/s "
-                    f"p99 {figures['p99_ms']:>7.1f} ms  errors {figures['errors']}",
+                    f"  {load.name:<26} {server.name:<11} {figures['requests_per_second']:>9,.0f} req/s "
+                    f"p50 {figures['p50_ms']:>6.1f} ms  p99 {figures['p99_ms']:>7.1f} ms  "
+                    f"CPU {figures['cpu_ms_per_request']:.3f} ms/req  errors {figures['errors']}",
                     flush=True,
                 )
             if load.content_type == "application/octet-stream":
@@ -325,7 +375,7 @@ def spread(server: Contender, load: str, key: str) -> str:
     if not runs:
         return "–"
     low, high = min(run[key] for run in runs), max(run[key] for run in runs)
-    form = "{:,.0f}" if key != "p99_ms" else "{:.1f}"
+    form = "{:,.0f}" if not key.endswith("_ms") else "{:.1f}"
     return form.format(low) if round(low) == round(high) else f"{form.format(low)}–{form.format(high)}"
 
 
@@ -347,15 +397,54 @@ def print_ratios(ours: Contender, by_name: dict[str, Contender], work: list[Load
             )
 
 
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def print_goals(by_name: dict[str, Contender], work: list[Load]) -> None:
+    """The goals on one-row requests, from medians: nnsql (defaults) against Triton, and the access
+    log's cost (nnsql against nnsql-nolog)."""
+    ours, triton, quiet = by_name.get("nnsql"), by_name.get("triton"), by_name.get("nnsql-nolog")
+    for load in (load for load in work if load.rows == 1):
+        if ours is None:
+            return
+        rate, p99 = median(ours, load.name, "requests_per_second"), median(ours, load.name, "p99_ms")
+        if triton is not None and rate and p99:
+            their_rate = median(triton, load.name, "requests_per_second") or 0.0
+            their_p99 = median(triton, load.name, "p99_ms") or 0.0
+            print(
+                f"goal, {load.name}: nnsql p99 {p99:.1f} ms vs Triton {their_p99:.1f} ms, {rate:,.0f} vs "
+                f"{their_rate:,.0f} req/s: {verdict(p99 <= their_p99 and rate >= their_rate)}"
+            )
+        if quiet is not None:
+            print_log_cost(ours, quiet, load)
+
+
+def print_log_cost(ours: Contender, quiet: Contender, load: Load) -> None:
+    """The access log's cost: in req/s (what the goal names, but it moves with the machine's other
+    load), and in CPU per request (steadier on a shared machine; the goal is judged on it)."""
+    rate, quiet_rate = (median(s, load.name, "requests_per_second") for s in (ours, quiet))
+    cpu, quiet_cpu = (median(s, load.name, "cpu_ms_per_request") for s in (ours, quiet))
+    if not (rate and quiet_rate and cpu and quiet_cpu):
+        return
+    cost, extra = 1 - rate / quiet_rate, cpu / quiet_cpu - 1
+    print(
+        f"goal, {load.name}: the access log costs {cost:.1%} of req/s and {extra:+.1%} CPU per request "
+        f"({cpu:.3f} vs {quiet_cpu:.3f} ms; ≤ {ACCESS_LOG_GOAL:.0%}): {verdict(extra <= ACCESS_LOG_GOAL)}"
+    )
+
+
 def report(servers: list[Contender], work: list[Load], raw: list[float], args: argparse.Namespace) -> None:
     ceiling = statistics.median(raw) if raw else float("nan")
     by_name = {server.name: server for server in servers}
     print(f"\nrounds: {args.rounds} × {args.seconds} s per load and server; ranges over rounds")
-    print("| load | " + " | ".join(f"{s.name} req/s (p99 ms)" for s in servers) + " |")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    print("| load | " + " | ".join(f"{s.name} req/s (p50 / p99 ms)" for s in servers) + " |")
     print("|---|" + "---|" * len(servers))
     for load in work:
         cells = [
-            f"{spread(s, load.name, 'requests_per_second')} ({spread(s, load.name, 'p99_ms')})"
+            f"{spread(s, load.name, 'requests_per_second')} "
+            f"({spread(s, load.name, 'p50_ms')} / {spread(s, load.name, 'p99_ms')})"
             for s in servers
         ]
         print(f"| {load.name} | " + " | ".join(cells) + " |")
@@ -364,6 +453,7 @@ def report(servers: list[Contender], work: list[Load], raw: list[float], args: a
     ours = by_name.get("nnsql")
     if ours is not None:
         print_ratios(ours, by_name, work, ceiling)
+    print_goals(by_name, work)
     RESULTS.mkdir(exist_ok=True)
     document = {
         "settings": vars(args),
@@ -378,7 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nnsql bench serve_http", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="per run of wrk")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", default="nnsql,triton,mlserver", help="servers to run, comma-separated")
+    parser.add_argument(
+        "--only", default="nnsql,nnsql-nolog,triton,mlserver", help="servers to run, comma-separated"
+    )
+    parser.add_argument("--venvs", default=str(VENVS), help="where the peers' virtual environments are")
+    parser.add_argument(
+        "--install-peers", action="store_true", help="install missing peers into --venvs (once)"
+    )
     parser.add_argument(
         "--serve-args", default="", help="extra arguments for nnsql serve, e.g. '--threads 8'"
     )
@@ -392,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         repo = build_repository(directory)
         work = loads(directory)
         model = repo / "mnist" / "1" / "model.onnx"
-        servers = contenders(names, repo, directory, args.serve_args.split())
+        servers = contenders(names, repo, directory, args)
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(model))

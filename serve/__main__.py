@@ -215,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.manifests:
         return manifests.write(args)
     try:
-        listener = check_start(args)
+        listeners = check_start(args)
     except StartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    master = Master(listener, args, app_config(args), limits(args), grpc_settings(args))
+    master = Master(listeners, args, app_config(args), limits(args), grpc_settings(args))
     return master.run()
 
 

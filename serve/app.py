@@ -14,7 +14,8 @@ from flask import Flask, Response, g, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from nnsql.serve import tfserving, v2, web
+from nnsql.serve import accesslog, tfserving, v2, web
+from nnsql.serve.accesslog import ACCESS_LOG
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.extensions import routes as extensions
 from nnsql.serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
@@ -37,7 +38,6 @@ DEFAULTS: dict[str, Any] = {
     "MODEL_CONTROL": "none",  # "explicit": the repository API may load and unload models
     "ADMIN_KEY_ENV": None,  # the environment variable holding the admin key that loading needs
 }
-ACCESS_LOG = logging.getLogger("serve.access")
 __all__ = ["ACCESS_LOG", "KEY_REFUSED", "create_app", "key_accepted"]  # serve/rpc uses the last three
 
 
@@ -144,21 +144,16 @@ def register_hooks(app: Flask) -> None:
 
     @app.after_request
     def log(response: Response) -> Response:
-        if not ACCESS_LOG.isEnabledFor(logging.INFO):  # --no-access-log: not even formatted
+        if not ACCESS_LOG.isEnabledFor(logging.INFO):  # --no-access-log: not even built
             return response
-        elapsed = time.perf_counter() - g.get("started", time.perf_counter())
-        ACCESS_LOG.info(
-            json.dumps(
-                {
-                    "method": request.method,
-                    "path": request.path,
-                    "status": response.status_code,
-                    "ms": round(1000 * elapsed, 3),
-                    "model": g.get("model_name"),
-                    "bytes_in": request.content_length or 0,
-                    "bytes_out": response.calculate_content_length() or 0,
-                }
-            )
+        accesslog.log(
+            method=request.method,
+            path=request.path,
+            status=response.status_code,
+            ms=round(1000 * (time.perf_counter() - g.get("started", time.perf_counter())), 3),
+            model=g.get("model_name"),
+            bytes_in=request.content_length or 0,
+            bytes_out=response.calculate_content_length() or 0,
         )
         return response
 

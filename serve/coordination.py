@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nnsql.serve import tritonrepo
+from nnsql.serve.validation import InvalidVersion
+
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
@@ -71,9 +74,11 @@ def read_json(path: Path) -> Any:
 class Scanner:
     """The model directories and their servable version numbers, with odd entries logged once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, says_configs: bool = True) -> None:
         self.root = Path(root)
+        self.says_configs = says_configs  # False in a worker: the master says what is wrong with a config
         self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
+        self.problems: dict[str, str] = {}  # why a model serves nothing (its config.pbtxt), by name
 
     def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
         """Log about a path once per change of the path (its `stamp`, now by default), not on every
@@ -86,18 +91,43 @@ class Scanner:
     def version_numbers(self, model_dir: Path) -> set[int]:
         """Directories named by a plain number that hold both files; anything else is noted once. A
         version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
-        `specific` version policy would serve it."""
+        `specific` version policy would serve it. A Triton model (config.pbtxt) takes its model file's
+        name and its version policy from its configuration."""
+        config = self.triton_config(model_dir) if tritonrepo.is_triton(model_dir) else None
+        if config is False:
+            return set()
+        triton = config is not None
+        model_file = tritonrepo.model_file(config) if triton else "model.onnx"
         numbers = set()
         for entry in model_dir.iterdir():
             number = version_number(entry.name)
             if entry.name == ACTIVE_FILE or entry.name.startswith((f".{ACTIVE_FILE}.", ".removing-")):
                 continue  # the active file, being written, and a version being removed
+            if number is None and triton and not entry.is_dir():
+                continue  # a Triton model's config and label files
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
-            elif (entry / "metadata.json").exists() and (entry / "model.onnx").exists():
+            elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
                 numbers.add(number)
+        if triton:
+            numbers = tritonrepo.served_versions(config, numbers)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
         return {active} if active in numbers else numbers
+
+    def triton_config(self, model_dir: Path) -> Any:
+        """A Triton model's configuration, or False when it cannot be served (said once, in one line)."""
+        path = model_dir / tritonrepo.CONFIG_FILE
+        try:
+            config, warning = tritonrepo.read_config(model_dir)
+        except InvalidVersion as error:
+            self.problems[model_dir.name] = f"cannot serve {model_dir.name}: {error}"
+            if self.says_configs:
+                self.say_once(path, logging.ERROR, self.problems[model_dir.name])
+            return False
+        self.problems.pop(model_dir.name, None)
+        if warning and self.says_configs:
+            self.say_once(path, logging.WARNING, f"{model_dir.name}/{warning}")
+        return config
 
     def present(self) -> dict[str, set[int]]:
         if not self.root.is_dir():
@@ -111,9 +141,17 @@ class Scanner:
                 LOG.info("skipping %s this time: %s", model_dir, error.strerror or error)
         return found
 
+    def stamp(self, name: str, number: int) -> tuple:
+        """The version directory's stamp; for a Triton model with its config and label files'."""
+        model_dir = self.root / name
+        if not tritonrepo.is_triton(model_dir):
+            return stamp_of(model_dir / str(number))
+        files = tuple((p.name, stamp_of(p)) for p in sorted(model_dir.iterdir()) if p.is_file())
+        return (stamp_of(model_dir / str(number)), files)
+
     def plan(self, leave_out: set[str]) -> Plan:
         return {
-            name: {number: repr(stamp_of(self.root / name / str(number))) for number in sorted(numbers)}
+            name: {number: repr(self.stamp(name, number)) for number in sorted(numbers)}
             for name, numbers in self.present().items()
             if name not in leave_out
         }

@@ -89,6 +89,9 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
     limit = int(current_app.config["MAX_REQUEST_ROWS"])
     if rows > limit:
         raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
+    most = model.metadata.get("max_batch_size") or rows  # a Triton model's config.pbtxt
+    if rows > most:
+        raise ScoringError(f"{rows} rows exceed model {model.name}'s max_batch_size of {most}", 400)
     check_tokens(model, feeds)
     started = time.perf_counter()
     ok = False

@@ -6,7 +6,6 @@ worker. Kept free of Flask, numpy and onnxruntime imports: it starts in a blink 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import resource
@@ -23,6 +22,7 @@ from typing import Any
 from nnsql.serve import rundir
 from nnsql.serve.coordination import Coordinator
 from nnsql.serve.gate import read_admin_key, read_api_keys
+from nnsql.serve.listening import StartError, listen, probe, spread
 from nnsql.serve.liveness import Watch, beat_path
 from nnsql.serve.worker import ENVIRONMENT
 
@@ -34,12 +34,9 @@ WATCH_EVERY = 1.0  # seconds between looks at the workers' heartbeats
 STOP_GRACE = 10.0  # seconds running requests get to finish on shutdown
 
 
-class StartError(Exception):
-    """Why the server cannot start, in one line."""
-
-
-def check_start(args: argparse.Namespace) -> socket.socket:
-    """Check what a user can get wrong before anything starts; the bound listening socket."""
+def check_start(args: argparse.Namespace) -> list[socket.socket]:
+    """Check what a user can get wrong before anything starts; the bound listening sockets, one per
+    worker."""
     if not args.repo.exists():
         raise StartError(f"model repository {args.repo} does not exist (nnsql export onnx writes one)")
     if not args.repo.is_dir():
@@ -54,35 +51,7 @@ def check_start(args: argparse.Namespace) -> socket.socket:
     listener = listen(args.host, args.port)
     if args.grpc_port is not None:
         probe(args.host, args.grpc_port)
-    return listener
-
-
-def listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        listener = socket.create_server((host, port), family=family, backlog=2048)
-    except socket.gaierror as error:
-        raise StartError(f"cannot listen on {host}: {error.strerror}") from None
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            raise StartError(
-                f"port {port} on {host} is already in use: stop the other server or pick --port"
-            ) from None
-        raise StartError(f"cannot listen on {host}:{port}: {error.strerror}") from None
-    listener.set_inheritable(True)
-    return listener
-
-
-def probe(host: str, port: int) -> None:
-    """The gRPC port is free: bound once without SO_REUSEPORT and closed. Each worker's gRPC server then
-    binds it with SO_REUSEPORT (grpcio's default), sharing it; a foreign process already holding it
-    would otherwise share our traffic without a word."""
-    try:
-        listen(host, port).close()
-    except StartError:
-        raise StartError(
-            f"cannot listen for gRPC on {host}:{port}: the port is in use or not allowed"
-        ) from None
+    return spread(listener, args.workers)
 
 
 def raise_file_limit() -> None:
@@ -111,13 +80,13 @@ def back_off(crashes: int) -> float:
 class Master:
     def __init__(
         self,
-        listener: socket.socket,
+        listeners: list[socket.socket],
         args: argparse.Namespace,
         app: dict[str, Any],
         limits: dict[str, Any],
         grpc: dict[str, Any] | None = None,
     ) -> None:
-        self.listener = listener
+        self.listeners = listeners  # one per worker index (serve.master.spread)
         self.args = args
         for removed in rundir.remove_stale():
             print(f"removed {removed}: left by a server that was killed", file=sys.stderr)
@@ -126,9 +95,8 @@ class Master:
         self.settings = {
             "app": app | {"RUN_DIR": str(self.run_dir)},
             "limits": limits,
-            "fd": listener.fileno(),
             "host": args.host,
-            "port": listener.getsockname()[1],
+            "port": listeners[0].getsockname()[1],
             "grace": STOP_GRACE,
             "access_log": args.access_log,
             "grpc": grpc,
@@ -146,17 +114,22 @@ class Master:
         metrics = self.run_dir / "metrics"
         metrics.mkdir(exist_ok=True)
         return os.environ | {
-            ENVIRONMENT: json.dumps(self.settings | {"index": index}),
+            ENVIRONMENT: json.dumps(self.settings | {"index": index, "fd": self.listener(index).fileno()}),
             "PROMETHEUS_MULTIPROC_DIR": str(metrics),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
         }
 
+    def listener(self, index: int) -> socket.socket:
+        """The worker's own listening socket: a worker started again takes over its predecessor's, with
+        the connections waiting in it."""
+        return self.listeners[index % len(self.listeners)]
+
     def start_worker(self, index: int) -> None:
         process = subprocess.Popen(
             [sys.executable, "-m", "nnsql.serve.worker"],
             env=self.environment(index),
-            pass_fds=(self.listener.fileno(),),
+            pass_fds=(self.listener(index).fileno(),),
             cwd=REPO_ROOT,
         )
         self.workers[index] = Worker(index, process, Watch(process.pid, beat_path(self.run_dir, process.pid)))
@@ -278,7 +251,8 @@ class Master:
         multiprocess.mark_process_dead(pid, str(self.run_dir / "metrics"))
 
     def stop_all(self) -> None:
-        self.listener.close()
+        for listener in self.listeners:
+            listener.close()
         for worker in self.workers.values():
             if worker.process.poll() is None:
                 worker.process.send_signal(signal.SIGTERM)

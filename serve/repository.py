@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
+from nnsql.serve import tritonrepo
 from nnsql.serve.batching import Batcher
 from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from nnsql.serve.errors import ScoringError, bad_request, capped, not_found
@@ -96,7 +97,11 @@ def load_version(
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1  # concurrency comes from batching and server threads
     session = onnxruntime.InferenceSession(snapshot.model, options, providers=["CPUExecutionProvider"])
-    metadata = check_version(snapshot.metadata, session)
+    if snapshot.config is not None:
+        metadata = check_version(tritonrepo.metadata(directory, snapshot.config, session), session)
+        max_batch = min(max_batch, metadata["max_batch_size"] or max_batch)  # the config's limit holds
+    else:
+        metadata = check_version(snapshot.metadata, session)
     model = LoadedModel(name, version, metadata, session, on_run=observe_run)
     label = f"{name}/{version}"
     model.batcher = Batcher(
@@ -139,7 +144,7 @@ class ModelRepository:
         self.worker = worker
         self.models: dict[str, dict[int, LoadedModel]] = {}
         self.ready = False
-        self.scanner = Scanner(self.root)
+        self.scanner = Scanner(self.root, says_configs=state is None)
         self.loaded: dict[tuple[str, int], LoadedModel] = {}  # served, or loaded for the next switch
         self.stamps: dict[tuple[str, int], str] = {}  # the plan's stamp of each loaded version's files
         self.retired: list[LoadedModel] = []  # replaced by a reload of their files: closed at the switch
@@ -323,7 +328,7 @@ class ModelRepository:
 
     def failure_of(self, name: str) -> str:
         reasons = [why for (n, _), why in sorted(self.failures.items()) if n == name]
-        return "; ".join(reasons) or NO_VERSION
+        return "; ".join(reasons) or self.scanner.problems.get(name, NO_VERSION)
 
     def index(self) -> list[dict]:
         """Every model of the repository and its versions, with their state (the V2 repository index):
@@ -337,7 +342,8 @@ class ModelRepository:
         entries = []
         for name, numbers in self.scanner.present().items():
             if not numbers:
-                entries.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": NO_VERSION})
+                reason = self.scanner.problems.get(name, NO_VERSION)
+                entries.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": reason})
             for number in sorted(numbers):
                 entry = {"name": name, "version": str(number), "state": "READY", "reason": ""}
                 if number not in self.models.get(name, {}):

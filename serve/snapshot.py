@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nnsql.serve import tritonrepo
 from nnsql.serve.validation import InvalidVersion
 
 MODEL_FILE = "model.onnx"
@@ -26,6 +27,7 @@ class Snapshot:
 
     metadata: Any
     model: bytes
+    config: Any = None  # a Triton model's ModelConfig: the metadata is then made from it (serve.tritonrepo)
 
 
 def read_metadata(directory: Path) -> Any:
@@ -50,16 +52,24 @@ def expected_digest(metadata: Any) -> str:
 
 def take(directory: Path) -> Snapshot:
     """The version's metadata and a private copy of its model, whose sha256 matches the metadata's;
-    InvalidVersion otherwise (a file being written, or files of two different exports)."""
+    InvalidVersion otherwise (a file being written, or files of two different exports). A version of a
+    Triton model carries no digest: its file is read once, and its metadata comes from config.pbtxt."""
+    if tritonrepo.is_triton(directory.parent):
+        config, _ = tritonrepo.read_config(directory.parent)
+        return Snapshot(None, read_model(directory / tritonrepo.model_file(config)), config)
     metadata = read_metadata(directory)
     expected = expected_digest(metadata)
-    try:
-        model = (directory / MODEL_FILE).read_bytes()
-    except OSError as error:
-        raise InvalidVersion(f"{MODEL_FILE}: {error.strerror or error}") from None
+    model = read_model(directory / MODEL_FILE)
     if hashlib.sha256(model).hexdigest() != expected:
         raise InvalidVersion(
             f"{MODEL_FILE} does not match the sha256 in {METADATA_FILE} "
             "(being written, or from another export)"
         )
     return Snapshot(metadata, model)
+
+
+def read_model(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise InvalidVersion(f"{path.name}: {error.strerror or error}") from None

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import simdjson
 
+from nnsql.serve import classification
 from nnsql.serve.errors import ScoringError, bad_request, capped
 from nnsql.serve.jsonbody import check_values, document, loads
 from nnsql.serve.repository import LoadedModel
@@ -292,25 +293,22 @@ def split_v2_request(body: bytes, header_length: str | None, max_values: int) ->
     return request, binary
 
 
-def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool]]:
-    """(output name, as binary) pairs, in the order the client asked (all outputs by default)."""
+def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool, int]]:
+    """(output name, as binary, classes asked) triples, in the order the client asked (all outputs by
+    default); classes asked is the top k of the classification extension, 0 for the values."""
     everything_binary = bool(parameters(request, "the request").get("binary_data_output", False))
     asked = request.get("outputs")
     names = [spec["name"] for spec in model.outputs]
     if not asked:
-        return [(name, everything_binary) for name in names]
-    result: list[tuple[str, bool]] = []
+        return [(name, everything_binary, 0) for name in names]
+    result: list[tuple[str, bool, int]] = []
     for output in asked:
         name = output.get("name") if isinstance(output, JsonObject) else None
         if name not in names:
             raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
         options = parameters(output, f"output {name!r}")
-        if options.get("classification"):  # tritonclient's class_count: top-k labels as BYTES, not served
-            raise bad_request(
-                f"output {name!r}: the classification extension (class_count) is not served; ask for the "
-                "output itself and take its top k (the labels are in the model's metadata)"
-            )
-        result.append((str(name), bool(options.get("binary_data", everything_binary))))
+        binary = bool(options.get("binary_data", everything_binary))
+        result.append((str(name), binary, classification.class_count(options, str(name))))
     return result
 
 
@@ -318,9 +316,15 @@ def encode_v2_response(
     model: LoadedModel, request: Any, outputs: dict[str, np.ndarray]
 ) -> tuple[dict, bytes]:
     tensors, chunks = [], []
-    for name, as_binary in requested_outputs(request, model):
+    for name, as_binary, classes in requested_outputs(request, model):
+        if classes:
+            labels = classification.labels_of(model.metadata, name)
+            tensor, raw = classification.tensor(name, outputs[name], classes, labels, as_binary)
+            tensors.append(tensor)
+            chunks.append(raw)
+            continue
         values = np.ascontiguousarray(outputs[name], dtype=np.float32)
-        tensor: dict[str, Any] = {"name": name, "datatype": "FP32", "shape": list(values.shape)}
+        tensor = {"name": name, "datatype": "FP32", "shape": list(values.shape)}
         if as_binary:
             raw = values.astype("<f4").tobytes()
             tensor["parameters"] = {"binary_data_size": len(raw)}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nnsql import quiet
-from nnsql.serve import rundir
+from nnsql.serve import accesslog, rundir
 from nnsql.serve.liveness import Heartbeat
 
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
@@ -78,7 +78,10 @@ def main() -> int:
     return_large_blocks()
     settings = json.loads(os.environ[ENVIRONMENT])
     logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
-    if not settings.get("access_log", False):
+    listener = None
+    if settings.get("access_log", False):  # written by a thread of its own, off the request path
+        listener = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")
+    else:
         logging.getLogger("serve.access").setLevel(logging.WARNING)
     run_dir = Path(settings["app"]["RUN_DIR"])
     share = rundir.hold(run_dir)  # None: the master was killed before this worker got here
@@ -94,6 +97,8 @@ def main() -> int:
     try:
         uvloop.run(serve(settings, heartbeat))
     finally:
+        if listener is not None:
+            accesslog.stop(listener)  # every queued line written before the worker ends
         rundir.leave(run_dir, share)  # removes the run directory if the master was killed
     return 0
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,7 +22,7 @@ import grpc
 from flask import Flask, g
 from google.protobuf.message import DecodeError
 
-from nnsql.serve.app import ACCESS_LOG
+from nnsql.serve import accesslog
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.rpc.admission import Admission
 from nnsql.serve.rpc.messages import message
@@ -47,16 +46,15 @@ Outcome = tuple[grpc.StatusCode, str, bytes]  # status, details, serialized resp
 
 def log_call(method: str, code: grpc.StatusCode, started: float, size_in: int, size_out: int) -> None:
     """The access log line of a call, in the HTTP server's fields."""
-    entry = {
-        "method": "gRPC",
-        "path": method,
-        "status": code.name,
-        "ms": round(1000 * (time.perf_counter() - started), 3),
-        "model": g.get("model_name"),
-        "bytes_in": size_in,
-        "bytes_out": size_out,
-    }
-    ACCESS_LOG.info(json.dumps(entry))
+    accesslog.log(
+        method="gRPC",
+        path=method,
+        status=code.name,
+        ms=round(1000 * (time.perf_counter() - started), 3),
+        model=g.get("model_name"),
+        bytes_in=size_in,
+        bytes_out=size_out,
+    )
 
 
 @dataclass

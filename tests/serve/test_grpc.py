@@ -173,24 +173,31 @@ def test_values_given_twice_or_in_another_types_field_are_refused(live):
     ]
 
 
-def test_a_class_count_is_refused_over_both_transports(live):
-    """tritonclient's InferRequestedOutput(..., class_count=k) asks for Triton's classification extension
-    (top-k "score:index:label" strings). It was ignored: the client got the probabilities instead, over
-    HTTP, and over gRPC the output's parameters were dropped on the way."""
-    rows = np.zeros((1, 784), dtype=np.float32)
-    messages = []
+def test_a_class_count_gets_triton_s_top_k_strings_over_both_transports(live):
+    """tritonclient's InferRequestedOutput(..., class_count=k) asks for Triton's classification extension:
+    each row's k largest values as "score:index[:label]" strings, largest first. It was refused."""
+    rows = np.random.default_rng(3).random((2, 784), dtype=np.float32)
+    answers = []
     for module, client in (
         (triton_http, triton_http.InferenceServerClient(live.url.removeprefix("http://"))),
         (triton_grpc, grpc_client(live)),
     ):
-        given = module.InferInput("features", [1, 784], "FP32")
+        given = module.InferInput("features", [2, 784], "FP32")
         given.set_data_from_numpy(rows)
-        asked = module.InferRequestedOutput("probabilities", class_count=3)
-        with pytest.raises(InferenceServerException) as refused:
-            client.infer("mnist", [given], outputs=[asked])
-        messages.append(refused.value.message())
+        asked = [module.InferRequestedOutput("probabilities", class_count=3)]
+        answers.append(client.infer("mnist", [given], outputs=asked).as_numpy("probabilities"))
+        probabilities = client.infer("mnist", [given]).as_numpy("probabilities")
         client.close()
-    assert all("classification extension (class_count) is not served" in message for message in messages)
+    labels = triton_http.InferenceServerClient(live.url.removeprefix("http://")).get_model_metadata("mnist")
+    classes = labels["parameters"]["classes"]
+    for answer in answers:
+        assert answer.shape == (2, 3)
+        for row, strings in zip(probabilities, answer, strict=True):
+            top = np.argsort(-row, kind="stable")[:3]
+            fields = [item.decode().split(":") for item in strings]
+            assert [int(f[1]) for f in fields] == top.tolist()
+            assert all(abs(float(f[0]) - row[int(f[1])]) <= 1e-5 for f in fields)
+            assert [":".join(f[2:]) for f in fields] == [classes[i] if i < len(classes) else "" for i in top]
 
 
 def test_row_and_size_limits_are_the_rest_limits(serve_app):
