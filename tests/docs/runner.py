@@ -1,0 +1,20 @@
+"""The test every group file runs for each of its pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docs.pages import run_page
+from tests.docs.summary import PROPERTY
+from tests.docs.workspace import fresh_directory, readers_files
+
+
+def run_documented_page(
+    page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, database_url: str, record_property
+) -> None:
+    directory = fresh_directory(tmp_path, readers_files(tmp_path_factory), page)
+    tally = run_page(page, directory, {"DATABASE_URL": database_url})
+    print(tally.line(page))
+    record_property(PROPERTY, tally.line(page))
