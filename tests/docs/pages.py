@@ -72,7 +72,7 @@ def fenced_blocks(document: Document) -> list[Region]:
 def databases(document: Document) -> list[Region]:
     """The `<!-- runs-in: ... -->` comments: where the page's next `sql` blocks run."""
     regions = []
-    for region in DirectiveInHTMLCommentLexer("runs-in", arguments=".+")(document):
+    for region in DirectiveInHTMLCommentLexer("runs-in", arguments=".+?")(document):
         region.parsed = region.lexemes["arguments"].split()
         region.evaluator = choose_database
         regions.append(region)
@@ -195,10 +195,10 @@ def command_path() -> str:
     return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def run_page(page: str, directory: Path, env: dict[str, str]) -> Tally:
-    """Run every block of `page` (relative to the checkout) in order in `directory`; return the tally."""
-    document = parse(REPO / page)
-    session = PageSession(page, directory, env)
+def run_page(path: Path, directory: Path, env: dict[str, str]) -> Tally:
+    """Run every block of the page at `path` in order in `directory`; return the tally."""
+    document = parse(path)
+    session = PageSession(path.name, directory, env)
     document.namespace["session"] = session
     try:
         for example in document.examples():

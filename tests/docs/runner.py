@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.pages import run_page
+from tests.docs.pages import REPO, run_page
 from tests.docs.summary import PROPERTY
 from tests.docs.workspace import fresh_directory, readers_files
 
@@ -15,6 +15,6 @@ def run_documented_page(
     page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, database_url: str, record_property
 ) -> None:
     directory = fresh_directory(tmp_path, readers_files(tmp_path_factory), page)
-    tally = run_page(page, directory, {"DATABASE_URL": database_url})
+    tally = run_page(REPO / page, directory, {"DATABASE_URL": database_url})
     print(tally.line(page))
     record_property(PROPERTY, tally.line(page))
