@@ -11,6 +11,7 @@ fresh directory:
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -75,6 +76,9 @@ def make(folder: Path) -> None:
     for name in ("train.py", "my_training.py"):
         (folder / name).write_text(TRAINING_SCRIPT)
     models.save(models.cern_mlp(), folder / "models" / "fashion", FASHION_CLASSES)
+    # the data set `--load-test-data` loads, named as `python -m nnsql.train.mnist` names it
+    metadata = folder / "models" / "fashion" / "metadata.json"
+    metadata.write_text(json.dumps({**json.loads(metadata.read_text()), "dataset": "fashion-mnist"}))
     models.save(models.inclusive_classifier(), folder / "models" / "ic", ["W+jet", "QCD", "ttbar"])
 
 
