@@ -2,8 +2,9 @@
 fresh directory:
 
 - `model.keras`: the quick starts' model of their own (6 features, 3 classes, Keras's default input name);
-- `train.py`, `my_training.py`: a tf.keras training script that saves under `$NNSQL_OUTPUT_DIR`, as
-  docs/training.md asks (two epochs unless `--epochs` says otherwise, 512 rows: seconds, not minutes);
+- `train.py`, `my_training.py`: a tf.keras training script that saves its model and TensorBoard logs under
+  `$NNSQL_OUTPUT_DIR`, as docs/training.md asks (two epochs unless `--epochs` says otherwise, 512 rows:
+  seconds, not minutes);
 - `models/fashion/model.keras`: the pages' Fashion-MNIST network (784 features, 10 named classes), and
   `models/ic/model.keras`: CERN's Inclusive Classifier, both seeded rather than trained, since the pages
   check parity with Keras, not accuracy (`make demo` trains the first).
@@ -41,11 +42,12 @@ with strategy.scope():
         tf.keras.layers.Dense(3, activation="softmax"),
     ])
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-model.fit(x, y, epochs=epochs, batch_size=64, verbose=2)
-# every worker saves (a chief-only save deadlocks the strategy); the chief's copy is the one kept
+# every worker writes (a chief-only save deadlocks the strategy); the chief's copy is the one kept
 chief = os.environ.get("WORKER_NUMBER", "0") == "0"
 output = os.environ.get("NNSQL_OUTPUT_DIR", ".") if chief else tempfile.mkdtemp()
 os.makedirs(output, exist_ok=True)
+logs = tf.keras.callbacks.TensorBoard(os.path.join(output, "logs"))
+model.fit(x, y, epochs=epochs, batch_size=64, verbose=2, callbacks=[logs])
 model.save(os.path.join(output, "model.keras"))
 """
 
