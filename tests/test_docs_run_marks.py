@@ -32,6 +32,10 @@ echo "$GREETING" > said.txt
 kubectl apply -f nothing.yaml
 ~~~
 
+<!-- rehearsal: sh
+echo rehearsed > rehearsal.txt
+-->
+
 ~~~python
 from pathlib import Path
 assert Path("said.txt").read_text() == "hello\\n"
@@ -50,6 +54,7 @@ what a command printed
     )
     tally = run_page(path, directory, {})
     assert tally.ran == 3 and (directory / "page.duckdb").is_file()
+    assert tally.rehearsed == 1 and (directory / "rehearsal.txt").is_file()
     assert tally.not_run == {"a cluster of the reader's": 1, "output or a layout, not a command": 1}
 
 

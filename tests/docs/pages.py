@@ -11,6 +11,10 @@ own skip directive; the reason is what the tally prints). A block's info string 
   `$DATABASE_URL` through psql);
 - `text`: what a command prints, or a layout: not a command, counted as such.
 
+A block that needs what this machine lacks (an Oracle server) may be followed by a
+`<!-- rehearsal: sh ... -->` comment: shell lines that run the same thing against the local stand-in
+(tests/docs/oracle_rehearsal.py), counted as rehearsed.
+
 Any other block (no info string, `sql` with no database named, ...) must be marked with a skip and its
 reason, or the page fails: nothing is left out silently. `pip install "./nnsql[...]"` lines are checked
 (the extras they name exist) and not run: the test installs nothing into the checkout's environment
@@ -49,13 +53,16 @@ class Tally:
     """What happened to a page's blocks: how many ran, and the others by the reason they carry."""
 
     ran: int = 0
+    rehearsed: int = 0
     pip_lines_checked: int = 0
     not_run: Counter[str] = field(default_factory=Counter)
 
     def line(self, page: str) -> str:
         reasons = "; ".join(f"{count} × {reason}" for reason, count in sorted(self.not_run.items()))
         checked = f", {self.pip_lines_checked} pip lines checked" if self.pip_lines_checked else ""
-        return f"{page}: {self.ran} ran{checked}, {sum(self.not_run.values())} not run ({reasons or '-'})"
+        rehearsed = f", {self.rehearsed} rehearsed" if self.rehearsed else ""
+        not_run = f"{sum(self.not_run.values())} not run ({reasons or '-'})"
+        return f"{page}: {self.ran} ran{rehearsed}{checked}, {not_run}"
 
 
 def fenced_blocks(document: Document) -> list[Region]:
@@ -85,8 +92,18 @@ def choose_database(example: Example) -> None:
     session.database = example.parsed
 
 
+def rehearsals(document: Document) -> list[Region]:
+    """The `<!-- rehearsal: sh ... -->` comments, run as shell blocks."""
+    regions = []
+    for region in DirectiveInHTMLCommentLexer("rehearsal", arguments="sh")(document):
+        region.parsed = ("rehearsal", str(region.lexemes["source"]))
+        region.evaluator = evaluate
+        regions.append(region)
+    return regions
+
+
 def parse(path: Path) -> Document:
-    return Document.parse(str(path), fenced_blocks, databases, SkipParser())
+    return Document.parse(str(path), fenced_blocks, databases, rehearsals, SkipParser())
 
 
 def evaluate(example: Example) -> None:
@@ -96,6 +113,10 @@ def evaluate(example: Example) -> None:
     where = f"{session.name}, line {example.line}"
     if language in NOT_COMMANDS:
         session.tally.not_run[NOT_COMMANDS[language]] += 1
+        return
+    if language == "rehearsal":
+        session.run_shell(source, where)
+        session.tally.rehearsed += 1
         return
     assert language in COMMANDS, f"{where}: a `{language or 'plain'}` block that is neither run nor marked"
     source = session.with_ports(source)
