@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.pages import REPO, run_page
-from tests.docs.summary import PROPERTY
+from tests.docs.summary import COUNTS, PROPERTY
 from tests.docs.workspace import fresh_directory, readers_files
 
 
@@ -20,3 +20,4 @@ def run_documented_page(
     tally = run_page(REPO / page, directory, env)
     print(tally.line(page))
     record_property(PROPERTY, tally.line(page))
+    record_property(COUNTS, (tally.ran, tally.rehearsed, sum(tally.not_run.values())))
