@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tests import models
 from tests.fixtures import made_once
 
-pytest_plugins = ["tests.ci_skips"]
+pytest_plugins = ["tests.ci_skips", "tests.docs.summary"]
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "build" / "screenshots"  # the browser tests' (tests/serve/test_page.py)

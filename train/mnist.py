@@ -40,7 +40,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("NNSQL_OUTPUT_DIR"),
         help="output directory (default: NNSQL_OUTPUT_DIR, set by nnsql spawn)",
     )
-    parser.add_argument("--epochs", type=int, help="default: 20 mnist, 30 fashion-mnist, 150 digits")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=os.environ.get("NNSQL_MNIST_EPOCHS"),
+        help="default: NNSQL_MNIST_EPOCHS, else 20 mnist, 30 fashion-mnist, 150 digits",
+    )
     parser.add_argument("--batch-size", type=int, default=128, help="per worker (default 128)")
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam, per worker")
     parser.add_argument("--seed", type=int, default=0)

@@ -32,3 +32,9 @@ def test_offline_mnist_exits_with_one_line(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == (
         "error: MNIST is not cached; offline choices: --dataset digits"
     )
+
+
+def test_the_environment_sets_the_epochs_and_the_flag_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNSQL_MNIST_EPOCHS", "1")
+    assert mnist.parse_args(["--out", str(tmp_path)]).epochs == 1
+    assert mnist.parse_args(["--out", str(tmp_path), "--epochs", "3"]).epochs == 3
