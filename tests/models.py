@@ -113,3 +113,20 @@ def tf_spawner_cnn(seed: int = 31) -> keras.Model:
         ]
     )
     return _seeded(model, seed)
+
+
+def mnist_cnn(seed: int = 41) -> keras.Model:
+    """A field-sized MNIST CNN (Keras's mnist_cnn example): Conv2D 32 then 64 filters 3×3, MaxPool 2×2,
+    Dense(128), Dense(10); ~11 M multiply-adds per image, most of them in the second convolution."""
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1), name="image"),
+            keras.layers.Conv2D(32, (3, 3), activation="relu", name="conv1"),
+            keras.layers.Conv2D(64, (3, 3), activation="relu", name="conv2"),
+            keras.layers.MaxPool2D((2, 2), name="pool"),
+            keras.layers.Flatten(name="flat"),
+            keras.layers.Dense(128, activation="relu", name="hidden"),
+            keras.layers.Dense(10, activation="softmax", name="probabilities"),
+        ]
+    )
+    return _seeded(model, seed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from nnsql.export.duckdb import convolution
 from nnsql.export.ir import activations
 from nnsql.export.ir import graph as ir
 
@@ -57,14 +58,15 @@ def bound_values(graph: ir.Graph, refs: dict[str, str]) -> list[str]:
             isinstance(node, ir.ActivationNode) and node.activation not in SCALAR_ACTIVATIONS
         ):
             must.update(node.inputs)  # read in a loop, or by a formula that names its input twice
-    for node in reversed(graph.nodes):  # a loop reading a reshape reads what it reshapes
-        if isinstance(node, ir.Reshape) and node.name in must:
+    folded = convolution.folded_windows(graph)
+    for node in reversed(graph.nodes):  # a loop reading a reshape (or folded windows) reads its input
+        if (isinstance(node, ir.Reshape) or node.name in folded) and node.name in must:
             must.add(node.inputs[0])
     bound: list[str] = []
     elements = Elements(graph, dict(refs))
     for node in graph.nodes:
         alias = isinstance(node, ir.Reshape) and node.name != graph.output
-        if alias:
+        if alias or node.name in folded:
             continue
         shared = (
             fusable(node) and readers[node.name] > 1 and len(elements.expand(node, "_nn_k")) > DUPLICATE_BELOW

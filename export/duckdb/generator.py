@@ -14,7 +14,7 @@ from pathlib import Path
 from nnsql.export.codegen.generator import Dialect, Generator, render_template
 from nnsql.export.codegen.sqlformat import wrap
 from nnsql.export.codegen.sqltext import literal
-from nnsql.export.duckdb import fusion
+from nnsql.export.duckdb import convolution, fusion
 from nnsql.export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import kinds
@@ -130,6 +130,7 @@ class DuckDBGenerator(Generator):
     def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
         super().__init__(graph, name, version)
         self.params_ref = PARAMS  # where the weights are read: a scan binds its own around its loop
+        self.folded = convolution.folded_windows(graph)  # windows computed by their convolution
 
     # -- weights ------------------------------------------------------------------------------
     def tensor_filter(self, alias: str, tensor: str) -> str:
@@ -139,7 +140,9 @@ class DuckDBGenerator(Generator):
         )
 
     def params_Dense(self, node: ir.Dense) -> str:
-        """A list of {w, b} structs, one per unit: the kernel is stored transposed (units x inputs)."""
+        """A list of {w, b} structs, one per unit: the kernel is stored transposed (units x inputs). Each
+        unit's row is picked by list_select: a slice of the captured kernel inside the lambda copies
+        the whole kernel at every unit."""
         n_in = node.in_features
         sources = ["nnsql.tensors k"]
         filters = [self.tensor_filter("k", f"{node.name}.kernel")]
@@ -148,7 +151,8 @@ class DuckDBGenerator(Generator):
             sources.append("nnsql.tensors b")
             filters.append(self.tensor_filter("b", f"{node.name}.bias"))
             bias = "b.value[_nn_j + 1]"
-        unit = f"{{w: k.value[_nn_j * {n_in} + 1 : (_nn_j + 1) * {n_in}], b: {bias}}}"
+        row = f"range(_nn_j * {n_in} + 1, (_nn_j + 1) * {n_in} + 1)"
+        unit = f"{{w: list_select(k.value, {row}), b: {bias}}}"
         return (
             f"(SELECT list_transform(range({node.units}), lambda _nn_j: {unit}) "
             f"FROM {', '.join(sources)} WHERE {' AND '.join(filters)})"
@@ -178,10 +182,14 @@ class DuckDBGenerator(Generator):
 
     def params_Gather(self, node: ir.Gather) -> str:
         """1-based positions for list_select, once per query; padding (-1) points past the row's end,
-        where emit_Gather appends a 0."""
-        past_end = self.graph.size_of(node.inputs[0]) + 1
-        position = f"CASE WHEN _nn_i < 0 THEN {past_end} ELSE _nn_i::INTEGER + 1 END"
+        where emit_Gather appends a 0. The windows of a convolution read by whole pixels list each
+        window's pixels instead (export/duckdb/convolution.py)."""
         where = self.tensor_filter("k", f"{node.name}.indices")
+        past_end = self.graph.size_of(node.inputs[0]) + 1
+        if node.name in self.folded:
+            width, taps = self.folded[node.name]
+            return convolution.pixel_params(where, width, (past_end - 1) // width, taps)
+        position = f"CASE WHEN _nn_i < 0 THEN {past_end} ELSE _nn_i::INTEGER + 1 END"
         return (
             f"(SELECT list_transform(k.value, lambda _nn_i: {position}) FROM nnsql.tensors k WHERE {where})"
         )
@@ -304,6 +312,9 @@ class DuckDBGenerator(Generator):
         node = elements.nodes[name]
         if fusion.fusable(node):
             return elements.list_of(node)
+        if isinstance(node, ir.PatchDense) and node.inputs[0] in self.folded:
+            gather = graph.node(node.inputs[0])
+            return self.emit_convolution(node, gather, resolve(graph, gather.inputs[0], refs))
         method = emitter(self, node, TARGET)
         return method(node, *(resolve(graph, source, refs) for source in node.inputs))
 
@@ -328,6 +339,15 @@ class DuckDBGenerator(Generator):
             values = self.let(
                 [(windows(x, node.size), "_nn_w"), (results, "_nn_r")], interleave("_nn_r", node.units)
             )
+        return values if fused else apply_activation(values, node.activation)
+
+    def emit_convolution(self, node: ir.PatchDense, gather: ir.Node, x: str) -> str:
+        """A PatchDense over windows of whole pixels of `x` (the Gather's input), built here."""
+        fused = node.activation in SCALAR_ACTIVATIONS
+        width, _ = self.folded[gather.name]
+        windows = convolution.windows_of(x, f"{self.params_ref}.{gather.name}", width)
+        unit = self.unit(node, "_nn_win", fused)
+        values = convolution.over_windows(windows, f"{self.params_ref}.{node.name}", unit)
         return values if fused else apply_activation(values, node.activation)
 
     @staticmethod

@@ -87,3 +87,19 @@ def test_blas_gemm_reference_follows_the_documented_layouts():
     c = blas_gemm("N", "N", 2, 2, 3, 1.0, a, 2, b, 3, 1.0, np.ones(4, np.float32), 2, pack="C")
     # column-major: A = [[1,3,5],[2,4,6]], B = [[1,4],[2,5],[3,6]]; C = A·B + 1, stored column-major
     np.testing.assert_array_equal(c, [23, 29, 50, 65])
+
+
+@pytest.mark.duckdb
+def test_field_sized_cnn_scores_in_duckdb(tmp_path):
+    """Conv2D 32 then 64 filters over 28×28 (~11 M multiply-adds a row): the windows are read as whole
+    pixels and no lambda slices a captured list, so a few images score in seconds, within 1e-5."""
+    from nnsql.export.duckdb.store import DuckDBStore
+
+    model = models.mnist_cnn()
+    store = DuckDBStore(tmp_path / "field.duckdb", progress=False)
+    with store.session():
+        store.stage("cnn", 1, to_ir(model, target="duckdb"))
+    x = np.random.default_rng(36).random((3, 28, 28, 1), dtype=np.float32)
+    actual, expected = store.scores("cnn", {"image": x}), model.predict(x, verbose=0)
+    store.close()
+    assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()

@@ -8,7 +8,10 @@ CREATE OR REPLACE MACRO tiny.params() AS (
         hidden: (
             SELECT list_transform(
                 range(2),
-                lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: b.value[_nn_j + 1]}
+                lambda _nn_j: {
+                    w: list_select(k.value, range(_nn_j * 3 + 1, (_nn_j + 1) * 3 + 1)),
+                    b: b.value[_nn_j + 1]
+                }
             ) FROM nnsql.tensors k,
             nnsql.tensors b WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'hidden.kernel' AND
                 b.model = 'tiny' AND b.version = 3 AND b.tensor = 'hidden.bias'
@@ -16,7 +19,7 @@ CREATE OR REPLACE MACRO tiny.params() AS (
         output: (
             SELECT list_transform(
                 range(2),
-                lambda _nn_j: {w: k.value[_nn_j * 2 + 1 : (_nn_j + 1) * 2], b: 0.0}
+                lambda _nn_j: {w: list_select(k.value, range(_nn_j * 2 + 1, (_nn_j + 1) * 2 + 1)), b: 0.0}
             ) FROM nnsql.tensors k WHERE k.model = 'tiny' AND k.version = 3 AND k.tensor = 'output.kernel'
         )
     }]

@@ -8,7 +8,10 @@ CREATE OR REPLACE MACRO sig.params() AS (
         output: (
             SELECT list_transform(
                 range(1),
-                lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: b.value[_nn_j + 1]}
+                lambda _nn_j: {
+                    w: list_select(k.value, range(_nn_j * 3 + 1, (_nn_j + 1) * 3 + 1)),
+                    b: b.value[_nn_j + 1]
+                }
             ) FROM nnsql.tensors k,
             nnsql.tensors b WHERE k.model = 'sig' AND k.version = 1 AND k.tensor = 'output.kernel' AND b.model
                 = 'sig' AND b.version = 1 AND b.tensor = 'output.bias'

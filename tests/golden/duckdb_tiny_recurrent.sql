@@ -8,7 +8,10 @@ CREATE OR REPLACE MACRO rnn.params() AS (
         gru_zrh: (
             SELECT list_transform(
                 range(8),
-                lambda _nn_j: {w: k.value[_nn_j * 4 + 1 : (_nn_j + 1) * 4], b: b.value[_nn_j + 1]}
+                lambda _nn_j: {
+                    w: list_select(k.value, range(_nn_j * 4 + 1, (_nn_j + 1) * 4 + 1)),
+                    b: b.value[_nn_j + 1]
+                }
             ) FROM nnsql.tensors k,
             nnsql.tensors b WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'gru_zrh.kernel' AND
                 b.model = 'rnn' AND b.version = 1 AND b.tensor = 'gru_zrh.bias'
@@ -16,7 +19,7 @@ CREATE OR REPLACE MACRO rnn.params() AS (
         output: (
             SELECT list_transform(
                 range(2),
-                lambda _nn_j: {w: k.value[_nn_j * 3 + 1 : (_nn_j + 1) * 3], b: 0.0}
+                lambda _nn_j: {w: list_select(k.value, range(_nn_j * 3 + 1, (_nn_j + 1) * 3 + 1)), b: 0.0}
             ) FROM nnsql.tensors k WHERE k.model = 'rnn' AND k.version = 1 AND k.tensor = 'output.kernel'
         )
     }]
