@@ -9,15 +9,19 @@ APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-nu
 
 .PHONY: setup demo test test-fast lint format bench clean supported ort115 docs wheel
 
+# The Python packages and the Debian ones are independent: `make -j2` (.ci/run) installs them at once.
 setup: $(STAMP) apt
 
 apt:
 	@bash .ci/apt-install.sh $(APT_PACKAGES)
 
 # The locked packages, then this checkout as the editable `nnsql` package (the command in .venv/bin).
+# uv (pinned in requirements-dev.txt) installs the lock: it downloads in parallel and skips compiling
+# every module to bytecode, a tenth of pip's time for TensorFlow's tree on a fresh machine.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check "$$(grep '^uv==' requirements-dev.txt)"
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
