@@ -34,8 +34,9 @@ ort115: setup
 
 # pytest's worker processes (pytest-xdist): one per core by default; TEST_WORKERS=0 runs in this process.
 # A test file is the unit a worker takes, so its module-scoped fixtures (an export, a server) are made once.
+# The files go out in the order tests/conftest.py gives them (longest first), not by their number of tests.
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # ruff, ruff-format and mypy as .pre-commit-config.yaml lists them, with the .venv's tools first on PATH.
 LINT := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pre-commit run --all-files --show-diff-on-failure

@@ -1,13 +1,14 @@
 """The seconds each test file took in a recorded run, so that the longest files start first.
 
-pytest-xdist's `--dist loadfile` hands whole files to the workers in collection order. Collected by name,
-the heaviest files (training runs under tests/train/) come last, and one worker is still running them
-long after the other ran out of files. tests/conftest.py sorts the files by the seconds recorded in
+pytest-xdist's `--dist loadfile --no-loadscope-reorder` (make test) hands whole files to the workers in
+collection order. Collected by name (or sent by number of tests, xdist's default), the heaviest files
+(training runs under tests/train/, a few long tests each) come last, and one worker is still running
+them long after the other ran out of files. tests/conftest.py sorts the files by the seconds recorded in
 tests/durations.txt, longest first; a file it does not list keeps its place after the listed ones.
 
 Refresh the record from a run's `--durations` report:
 
-    .venv/bin/python -m pytest -n auto --dist loadfile --durations=0 --durations-min=1 > build/durations.log
+    .venv/bin/python -m pytest -n auto --dist loadfile --durations=0 --durations-min=1 >build/durations.log
     .venv/bin/python -m tests.durations build/durations.log
 """
 

@@ -48,3 +48,10 @@ def test_the_collection_puts_the_longest_recorded_file_first_keeping_each_files_
         for path in ("test_b_long", "test_a_short", "test_0_unrecorded")
         for name in ("test_first", "test_second")
     ]
+
+
+def test_make_test_keeps_the_order_of_the_collection():
+    """pytest-xdist reorders files by their number of tests unless told not to, which would undo the sort."""
+    makefile = (conftest.REPO / "Makefile").read_text()
+    (line,) = [line for line in makefile.splitlines() if line.startswith("PYTEST :=")]
+    assert "--dist loadfile" in line and "--no-loadscope-reorder" in line
