@@ -9,15 +9,19 @@ APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-nu
 
 .PHONY: setup demo test test-fast lint format bench clean supported ort115 docs wheel
 
+# The Python packages and the Debian ones are independent: `make -j2` (.ci/run) installs them at once.
 setup: $(STAMP) apt
 
 apt:
 	@bash .ci/apt-install.sh $(APT_PACKAGES)
 
 # The locked packages, then this checkout as the editable `nnsql` package (the command in .venv/bin).
+# uv (pinned in requirements-dev.txt) installs the lock: it downloads in parallel and skips compiling
+# every module to bytecode, a tenth of pip's time for TensorFlow's tree on a fresh machine.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check "$$(grep '^uv==' requirements-dev.txt)"
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -30,8 +34,9 @@ ort115: setup
 
 # pytest's worker processes (pytest-xdist): one per core by default; TEST_WORKERS=0 runs in this process.
 # A test file is the unit a worker takes, so its module-scoped fixtures (an export, a server) are made once.
+# The files go out in the order tests/conftest.py gives them (longest first), not by their number of tests.
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # ruff, ruff-format and mypy as .pre-commit-config.yaml lists them, with the .venv's tools first on PATH.
 LINT := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pre-commit run --all-files --show-diff-on-failure

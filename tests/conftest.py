@@ -14,14 +14,23 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tests import models
+from tests import durations, models
 from tests.fixtures import made_once
 
-pytest_plugins = ["tests.ci_skips", "tests.docs.summary"]
+pytest_plugins = ["tests.ci_skips", "tests.docs.summary", "pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "build" / "screenshots"  # the browser tests' (tests/serve/test_page.py)
 STARTED = time.time()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering for fixtures shared between tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest test files first (tests/durations.py): pytest-xdist hands files to its workers in this
+    order, so the last file to start is a short one and both workers finish together. Every worker sorts
+    alike, as pytest-xdist requires, from the same record."""
+    order = durations.longest_first([item.nodeid for item in items], durations.read())
+    items[:] = [items[i] for i in order]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

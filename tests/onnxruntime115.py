@@ -51,11 +51,22 @@ def ensure() -> Path:
         if STAMP.exists() and STAMP.read_text() == digest() and PYTHON.exists():
             return PYTHON
         shutil.rmtree(VENV, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, "--only-binary=:all:", "-r", str(REQUIREMENTS)], check=True)
+        create()
         STAMP.write_text(digest())
     return PYTHON
+
+
+def create() -> None:
+    """The environment from requirements-ort115.txt, wheels only: with uv where `make setup` installed it
+    beside this Python (an environment without pip, made and filled in seconds), else with venv and pip."""
+    uv = Path(sys.executable).parent / "uv"
+    if uv.exists():
+        subprocess.run([str(uv), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True)
+        install = [str(uv), "pip", "install", "--quiet", "--python", str(PYTHON)]
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        install = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*install, "--only-binary=:all:", "-r", str(REQUIREMENTS)], check=True)
 
 
 def run(model: Path, feeds: dict[str, np.ndarray]) -> tuple[str, list[np.ndarray]]:

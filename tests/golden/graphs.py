@@ -11,6 +11,8 @@ from nnsql.export.ir import graph as ir
 from nnsql.export.ir.lowering import lower
 
 GOLDEN_DIR = Path(__file__).parent
+# The folder where `python -m tests.golden.update` collects the texts the tests generate.
+STAGING = "NNSQL_GOLDEN_STAGING"
 
 
 def tiny_graph() -> ir.Graph:
@@ -56,12 +58,17 @@ def tiny_binary_graph() -> ir.Graph:
 
 
 def check_golden(text: str, filename: str) -> None:
-    """Compare with the stored text. A missing golden file fails; UPDATE_GOLDEN=1 writes it (then review)."""
+    """Compare with the stored text; a missing golden file fails. The test never writes the file it checks:
+    under `python -m tests.golden.update` it also leaves the text in that command's folder (STAGING), and
+    the command copies it into tests/golden/ for review as a diff."""
+    staging = os.environ.get(STAGING)
+    if staging:
+        Path(staging, filename).write_text(text)
     path = GOLDEN_DIR / filename
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"golden file {path} is missing; UPDATE_GOLDEN=1 writes it from today's generator"
-    assert text == path.read_text(), f"generated text differs from {path}; UPDATE_GOLDEN=1 to accept"
+    assert path.exists(), f"golden file {path} is missing; python -m tests.golden.update writes it"
+    assert text == path.read_text(), (
+        f"generated text differs from {path}; python -m tests.golden.update to accept"
+    )
 
 
 def tiny_recurrent_graph() -> ir.Graph:
