@@ -51,6 +51,7 @@ def offenders(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
     ("places", "forbidden"),
     [
         (["export"], ("nnsql.train",)),
+        (["export"], ("nnsql.serve",)),
         (BACK_ENDS, (*KERAS, "nnsql.export.frontend")),
         (["export/frontend", "export/ir"], (*SQL_TARGETS, "nnsql.export.codegen", "duckdb", "psycopg")),
         (["export/ir", "export/codegen"], ("nnsql.export.publish",)),
@@ -58,6 +59,7 @@ def offenders(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
     ],
     ids=[
         "export-without-train",
+        "export-without-serve",
         "back-ends-without-keras",
         "front-end-and-ir-without-sql",
         "ir-and-codegen-without-publishing",

@@ -20,8 +20,10 @@ from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
 from nnsql.export.frontend.outputs import output_kinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.names import check_model_name
+from nnsql.export.onnx import fileformat as scorer
 from nnsql.export.onnx.capabilities import CAPABILITIES
-from nnsql.export.onnx.repository import METADATA_FILE, MODEL_FILE, publish, sha256_of, staging
+from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
+from nnsql.export.onnx.repository import publish, sha256_of, staging
 from nnsql.export.publish import budget, parity
 from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
 from nnsql.export.publish.pipeline import describe_kind, joined, output_columns, spread
@@ -29,7 +31,6 @@ from nnsql.export.publish.samples import SampleSet
 from nnsql.export.registry.carry import carried_classes
 from nnsql.export.registry.checks import STORED_ROWS, stored_check
 from nnsql.export.registry.repository import CHECK_FILE, active_version, follow_export
-from nnsql.serve import outputs as scorer
 
 TARGET = "onnx"
 # The first output's name, by its kind: what HTTP clients ask for.
@@ -149,8 +150,8 @@ class Meaning:
         tolerance: float,
         allowed: np.ndarray | None = None,
     ) -> tuple[parity.AnswerCheck, ...]:
-        """What the scorer answers from onnxruntime's values (serve/outputs.py: the class, label or labels
-        and probabilities it returns) against a Keras user's reading of what they are compared with
+        """What the scorer answers from onnxruntime's values (export/onnx/fileformat.py: the class, label or
+        labels and probabilities it returns) against a Keras user's reading of what they are compared with
         (Keras's values; the float64 reference on rows at scale, within `allowed`)."""
         answered = scorer.answers(self.kind, onnx_scores[:, : self.units], list(self.classes))
         asked = {f: answered[f] for f in parity.questions(self.kind, several_outputs=self.several)}
