@@ -48,7 +48,7 @@ def probabilities(kind: str, first: np.ndarray) -> np.ndarray:
     values = np.asarray(first, dtype=np.float64)
     if kind == "logits" and values.shape[1] > 1:
         shifted = np.exp(values - values.max(axis=1, keepdims=True))
-        return shifted / shifted.sum(axis=1, keepdims=True)
+        return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
     if kind == "logits":
         values = 1.0 / (1.0 + np.exp(-np.clip(values, -700.0, 700.0)))
     if kind in ("binary", "logits"):
@@ -60,7 +60,7 @@ def classes_of(kind: str, q: np.ndarray) -> np.ndarray:
     """The class of each row from its probabilities: p > 0.5 for one unit, else the argmax."""
     if kind in ("binary", "logits") and q.shape[1] == 2:
         return (q[:, 1] > THRESHOLD).astype(int)
-    return q.argmax(axis=1)
+    return np.asarray(q.argmax(axis=1))
 
 
 def labels_above(q: np.ndarray, classes: list[str], threshold: float = THRESHOLD) -> list[list[str]]:
