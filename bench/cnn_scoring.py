@@ -27,9 +27,10 @@ from nnsql.bench.scoring import RESULTS, bench_rows, best_seconds
 
 
 def duckdb_seconds(model_path: Path, images: np.ndarray, workdir: Path) -> float:
+    from nnsql.export.compile import prepare
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore, feature_table
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="cnn", sample_rows=20)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)

@@ -251,7 +251,7 @@ def sample_sets(
     kinds: tuple[str, ...] | None = None,
     classes: tuple[str, ...] | None = None,
 ) -> list[Samples]:
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
     from nnsql.export.publish.samples import sample_inputs
 
     try:

@@ -25,10 +25,10 @@ import keras
 import numpy as np
 import pytest
 
-from nnsql.export import cli
+from nnsql.export.compile import compile_model, prepare
 from nnsql.export.errors import ExportError
 from nnsql.export.onnx import __main__ as onnx_main
-from nnsql.export.publish.pipeline import ExportRequest, joined, prepare
+from nnsql.export.publish.pipeline import ExportRequest, joined
 from tests.export import mutations
 from tests.export.executors import (
     CubeExecutor,
@@ -136,7 +136,7 @@ class Target:
             self.oracle_scripts(path, fault, faulty_path)
             return
         capabilities, open_store = self.store(fault, faulty_path)
-        cli.export_to(open_store, request_for(path), capabilities, lambda _: "here", connect_first=False)
+        compile_model(open_store, request_for(path), capabilities, lambda _: "here", connect_first=False)
 
     def store(self, fault: str, faulty_path: Path | None):
         if self.kind == "duckdb":

@@ -17,8 +17,9 @@ import numpy as np
 import psycopg
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.frontend.float64 import predictor
-from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.frontend.model import load_model, read_metadata
 from nnsql.export.publish.gate import gate_for
 from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined, publish
 from nnsql.export.publish.samples import sample_inputs
