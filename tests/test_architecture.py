@@ -55,6 +55,7 @@ def offenders(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
         (BACK_ENDS, (*KERAS, "nnsql.export.frontend")),
         (["export/frontend", "export/ir"], (*SQL_TARGETS, "nnsql.export.codegen", "duckdb", "psycopg")),
         (["export/ir", "export/codegen"], ("nnsql.export.publish",)),
+        (["export/frontend"], ("nnsql.export.ir.lowering.lower", "nnsql.export.ir.passes", "nnsql.export.passes")),
         (["serve/v2.py", "serve/tfserving.py", "serve/web.py", "serve/handling.py"], ("nnsql.serve.app",)),
     ],
     ids=[
@@ -63,6 +64,7 @@ def offenders(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
         "back-ends-without-keras",
         "front-end-and-ir-without-sql",
         "ir-and-codegen-without-publishing",
+        "front-end-lowers-nothing",
         "blueprints-without-app",
     ],
 )
