@@ -96,7 +96,7 @@ def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
 def check_version(model_dir: Path, version: int) -> None:
     """The version's answer check, kept beside its model, run again in onnxruntime."""
     from nnsql.export.onnx import fileformat as scorer
-    from nnsql.export.onnx.__main__ import load_session, session_predict
+    from nnsql.export.onnx.runtime import load_session, session_predict
 
     metadata = metadata_of(model_dir, version)
     check_file = model_dir / str(version) / CHECK_FILE

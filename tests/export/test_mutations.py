@@ -28,6 +28,7 @@ import pytest
 from nnsql.export.compile import compile_model, prepare
 from nnsql.export.errors import ExportError
 from nnsql.export.onnx import __main__ as onnx_main
+from nnsql.export.onnx import emit as onnx_emit
 from nnsql.export.publish.pipeline import ExportRequest, joined
 from tests.export import mutations
 from tests.export.executors import (
@@ -158,7 +159,7 @@ class Target:
 
     def convert_with_fault(self, fault: str, faulty_path: Path | None, monkeypatch) -> None:
         """The converter, wrapped: it converts the faulty weights, or edits the graph it converted."""
-        convert = onnx_main.convert
+        convert = onnx_emit.convert
 
         def faulty_convert(model, path, opset=None, kind="probabilities"):
             if faulty_path is None:
@@ -172,7 +173,7 @@ class Target:
             finally:
                 model.set_weights(original)
 
-        monkeypatch.setattr(onnx_main, "convert", faulty_convert)
+        monkeypatch.setattr(onnx_emit, "convert", faulty_convert)
 
     def oracle_scripts(self, path: Path, fault: str, faulty_path: Path | None) -> None:
         """Version 2's scripts with the fault, then their verify-and-switch checks (raises Refused)."""

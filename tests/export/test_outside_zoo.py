@@ -160,7 +160,8 @@ def scored_by_onnx(zoo: Compiled, directory: Path) -> np.ndarray:
     """The loaded model converted by the ONNX target's converter and run by onnxruntime."""
     import onnxruntime
 
-    from nnsql.export.onnx.__main__ import convert, numpy_type
+    from nnsql.export.onnx.emit import convert
+    from nnsql.export.onnx.runtime import numpy_type
 
     convert(zoo.model, directory / "model.onnx")
     session = onnxruntime.InferenceSession(str(directory / "model.onnx"), providers=["CPUExecutionProvider"])
