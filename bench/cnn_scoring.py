@@ -40,7 +40,8 @@ def publish_duckdb(model_path: Path, database: Path) -> int | str:
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore
     from nnsql.export.errors import ExportError
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.compile import prepare
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="cnn")
     store = DuckDBStore(database, progress=False)
@@ -55,7 +56,7 @@ def publish_duckdb(model_path: Path, database: Path) -> int | str:
 def stage_duckdb(model: Any, database: Path, images: np.ndarray) -> None:
     """The model's macros and the images in a DuckDB file, without the gate (scoring is timed apart)."""
     from nnsql.export.duckdb.store import DuckDBStore, feature_table
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
 
     store = DuckDBStore(database, progress=False)
     with store.session():
@@ -138,7 +139,7 @@ def measure(name: str, build: Callable[[], Any], images: np.ndarray, workdir: Pa
 
 
 def multiply_adds(model: Any) -> int:
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
     from nnsql.export.publish.budget import multiply_adds as count
 
     return count(to_ir(model, target="reference"))

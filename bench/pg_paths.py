@@ -24,9 +24,10 @@ def time_postgres_paths(
 ) -> dict[str, float]:
     """Seconds of `query(name)` for the model exported as `base_<kernel>` with each PostgreSQL kernel;
     `load(name)` prepares the rows after each export. A kernel the server cannot run is skipped, said so."""
+    from nnsql.export.compile import prepare
     from nnsql.export.errors import ExportError
     from nnsql.export.postgres.generator import CAPABILITIES
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     seconds = {}
     for kernel in ("plpgsql", "cube", "plpython"):

@@ -40,9 +40,10 @@ def events(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def duckdb_seconds(model_path: Path, particles: np.ndarray, hlf: np.ndarray, workdir: Path) -> float:
+    from nnsql.export.compile import prepare
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore, feature_table
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="ic", sample_rows=10)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)

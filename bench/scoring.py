@@ -67,9 +67,10 @@ def reference_model(workdir: Path) -> Path:
 
 
 def duckdb_contender(model_path: Path, x: np.ndarray, workdir: Path) -> Callable[[], object]:
+    from nnsql.export.compile import prepare
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore, feature_table
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="mnist", sample_rows=200)
     store = DuckDBStore(workdir / "bench.duckdb", progress=False)
@@ -86,10 +87,11 @@ def postgres_contenders(
     """(scoring runs, cleanup) on a throwaway server; needs Debian's postgresql package. PL/pgSQL and
     cube are exported by an ordinary role (CREATE on the database, no superuser), PL/Python by the
     superuser it needs; each is timed row by row, and cube also through score_table."""
+    from nnsql.export.compile import prepare
     from nnsql.export.errors import ExportError
     from nnsql.export.postgres.generator import CAPABILITIES
     from nnsql.export.postgres.store import PostgresStore
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
     from tests.postgres_server import start_server
 
     server = start_server()
@@ -130,9 +132,10 @@ def postgres_contenders(
 
 def oracle_contenders(model_path: Path, x: np.ndarray) -> dict[str, Callable[[], object]]:
     """Row-by-row and batch scoring on the live Oracle named by ORACLE_DSN (the test data loaded first)."""
+    from nnsql.export.compile import prepare
     from nnsql.export.oracle.generator import CAPABILITIES
     from nnsql.export.oracle.store import OracleStore, parse_dsn
-    from nnsql.export.publish.pipeline import ExportRequest, prepare, publish
+    from nnsql.export.publish.pipeline import ExportRequest, publish
 
     store = OracleStore(parse_dsn(os.environ["ORACLE_DSN"]), os.environ["ORACLE_PASSWORD"], progress=False)
     request = ExportRequest(model_path=model_path, name="nn_bench", sample_rows=50)
@@ -163,7 +166,7 @@ def bench_rows(rows: int) -> tuple[np.ndarray, str]:
 def run(rows: int, repeat: int, pg_rows: int, oracle_rows: int) -> dict:
     import keras
 
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
     from nnsql.export.ir import reference
 
     x, source = bench_rows(rows)

@@ -1,4 +1,5 @@
-"""Command-line plumbing shared by `python -m export.<target>`: common options and error handling."""
+"""Command-line plumbing shared by `python -m export.<target>`: common options, the request they make, and
+error handling. Compiling is export/compile.py's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 from nnsql.export.errors import ExportError
 from nnsql.export.frontend.model import check_labels
@@ -15,18 +16,7 @@ from nnsql.export.frontend.model_file import first_line
 from nnsql.export.frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
 from nnsql.export.ir import graph as ir
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.pipeline import (
-    ExportRequest,
-    Prepared,
-    Store,
-    VersionRecord,
-    describe_kind,
-    prepare,
-    publish,
-)
-from nnsql.export.target import Capabilities
-
-AnyStore = TypeVar("AnyStore", bound=Store)
+from nnsql.export.publish.pipeline import ExportRequest
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -190,52 +180,6 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         classes=classes,
         sequence_length=getattr(args, "sequence_length", None),
     )
-
-
-def say_kind(prepared: Prepared) -> None:
-    """The kind the export compiles for, and the one-line note when --output overrode the model's."""
-    if prepared.kinds.note:
-        print(f"note: {prepared.kinds.note}", file=sys.stderr)
-    print(describe_kind(prepared.graph.kind, prepared.kinds.evidence))
-
-
-def report(record: VersionRecord, where: str) -> None:
-    print(
-        f"published {record.name} version {record.version} to {where}\n"
-        f"  {record.parity.summary()}\n"
-        f"  sha256 {record.sha256[:16]}…  samples: {record.sample_source}"
-    )
-
-
-def export_to(
-    open_store: Callable[[], AnyStore],
-    request: ExportRequest,
-    capabilities: Capabilities,
-    where: Callable[[AnyStore], str],
-    check: Callable[[ir.Graph], None] | None = None,
-    *,
-    connect_first: bool = True,
-) -> AnyStore:
-    """The flow every database target shares: connect (a wrong password or host is reported in a second,
-    before TensorFlow starts), compile and check (nothing written), publish in the store's transaction,
-    close, and report. `connect_first=False` opens the store only once the model has compiled (a DuckDB
-    file, which opening would create). Returns the (closed) store for what it chose."""
-    store = open_store() if connect_first else None
-    try:
-        if store is not None and not request.quiet:
-            print(f"connected to {where(store)}", flush=True)
-        prepared = prepare(request, capabilities)
-        say_kind(prepared)
-        if check is not None:
-            check(prepared.graph)
-        if store is None:
-            store = open_store()
-        record = publish(store, request, prepared, capabilities.target)
-    finally:
-        if store is not None:
-            store.close()
-    report(record, where(store))
-    return store
 
 
 def run(main: Callable[[], int]) -> int:

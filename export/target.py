@@ -1,12 +1,15 @@
 """What a target can compile, declared as data, and the check run before anything is written.
 
-Each target module registers one `Target`: its `Capabilities`, its generator and its command. The shared
-code consults them; no module branches on a target's name. `nnsql export --supported` prints the
-matrix from these declarations, and `nnsql export NAME` runs the target's command.
+Each target is one entry of `TARGET_MODULES`: its name, the module whose `main` is `nnsql export NAME`,
+and the modules that register its `Capabilities` and generator when imported. Nothing of a target is
+imported until it is asked for: `nnsql export duckdb` loads DuckDB's modules only, `nnsql export
+--supported` loads every target (`load_all`). The shared code consults the registered declarations; no
+module branches on a target's name.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,23 +69,45 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Target:
-    """One target as data: what it compiles, the class that writes its code, and its command."""
+    """One target as data: what it compiles and the class that writes its code."""
 
     capabilities: Capabilities
     generator: type | None  # None: the target converts the Keras model itself (ONNX)
-    command: str | None  # module of `nnsql export NAME`; None: a kernel of another target
 
     @property
     def name(self) -> str:
         return self.capabilities.target
 
 
+@dataclass(frozen=True)
+class TargetModules:
+    """Where a target lives, by module path: imported only when the target is used."""
+
+    command: str  # the module whose `main(argv)` is `nnsql export NAME`
+    registers: tuple[str, ...]  # the modules that `register` its capabilities (kernels included)
+
+
+# Adding a target is one entry here.
+TARGET_MODULES: dict[str, TargetModules] = {
+    "duckdb": TargetModules("nnsql.export.duckdb.__main__", ("nnsql.export.duckdb.generator",)),
+    "onnx": TargetModules("nnsql.export.onnx.__main__", ("nnsql.export.onnx.capabilities",)),
+    "oracle": TargetModules("nnsql.export.oracle.__main__", ("nnsql.export.oracle.generator",)),
+    "postgres": TargetModules(
+        "nnsql.export.postgres.__main__",
+        (
+            "nnsql.export.postgres.generator",
+            "nnsql.export.postgres.plpython",
+            "nnsql.export.postgres.cube",
+        ),
+    ),
+}
+
 TARGETS: dict[str, Target] = {}
 
 
 def emitter(generator: object, node: ir.Node, target: str) -> Callable[..., Any]:
     """The generator's `emit_<Kind>` method for this node, or `UnsupportedLayer` naming layer and target."""
-    method = getattr(generator, f"emit_{node.kind}", None)
+    method: Callable[..., Any] | None = getattr(generator, f"emit_{node.kind}", None)
     if method is None:
         raise UnsupportedLayer(node.source or node.name, target, node.kind)
     return method
@@ -93,8 +118,22 @@ def emitted_kinds(generator_class: type) -> frozenset[str]:
     return frozenset(name[len("emit_") :] for name in dir(generator_class) if name.startswith("emit_"))
 
 
-def register(
-    capabilities: Capabilities, generator: type | None = None, command: str | None = None
-) -> Capabilities:
-    TARGETS[capabilities.target] = Target(capabilities, generator, command)
+def register(capabilities: Capabilities, generator: type | None = None) -> Capabilities:
+    """Declare what a target (or one of its kernels) compiles; its module calls this when imported."""
+    TARGETS[capabilities.target] = Target(capabilities, generator)
     return capabilities
+
+
+def load_all() -> dict[str, Target]:
+    """Every target and kernel, registered by importing each target's modules (the support matrix)."""
+    for modules in TARGET_MODULES.values():
+        for module in modules.registers:
+            importlib.import_module(module)
+    return TARGETS
+
+
+def command_of(name: str) -> Callable[[list[str]], int]:
+    """The `main` of `nnsql export NAME`, its module imported now and no other target's."""
+    module = importlib.import_module(TARGET_MODULES[name].command)
+    main: Callable[[list[str]], int] = module.main
+    return main

@@ -20,10 +20,10 @@ import numpy as np
 import onnxruntime
 
 from nnsql.serve import tritonrepo
+from nnsql.export.onnx.fileformat import kind_of
 from nnsql.serve.batching import Batcher
 from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from nnsql.serve.errors import ScoringError, bad_request, capped, not_found
-from nnsql.serve.outputs import kind_of
 from nnsql.serve.snapshot import take as take_snapshot
 from nnsql.serve.validation import bounded, check_version
 
@@ -55,7 +55,7 @@ class LoadedModel:
 
     @property
     def kind(self) -> str:
-        """What the first output means (serve/outputs.py): probabilities for an earlier export."""
+        """What the first output means (export/onnx/fileformat.py): probabilities for an earlier export."""
         return kind_of(self.metadata)
 
     def input_spec(self, name: str) -> dict:

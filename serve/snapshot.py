@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from nnsql.serve import tritonrepo
+from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 from nnsql.serve.validation import InvalidVersion
-
-MODEL_FILE = "model.onnx"
-METADATA_FILE = "metadata.json"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 import numpy as np
 from flask import Blueprint, Response, jsonify
 
-from nnsql.serve import outputs as kinds
+from nnsql.export.onnx import fileformat as kinds
 from nnsql.serve.errors import bad_request, not_found
 from nnsql.serve.handling import infer, max_values, read_body, repository, require_json
 from nnsql.serve.jsonbody import holds_booleans
@@ -89,7 +89,7 @@ def predict(spec: str) -> Response:
 
 def classify(model: LoadedModel, body: dict, booleans: bool) -> Response:
     """TF Serving's Classify: {"examples": [{input: values}, ...], "context": {...}} → {"result": [[[label,
-    probability], ...] per example]}, the probabilities of the model's kind (serve/outputs.py). A
+    probability], ...] per example]}, the probabilities of the model's kind (export/onnx/fileformat.py). A
     regression or multi-label model has no class distribution to give: refused in one line."""
     kind = model.kind
     if kind == "values":

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.serve.outputs import KINDS
+from nnsql.export.onnx.fileformat import KINDS
 
 # KServe V2 datatypes and their little-endian numpy forms: what a version may declare and a request send.
 V2_DATATYPES: dict[str, np.dtype] = {

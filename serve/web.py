@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
-from nnsql.serve import outputs
+from nnsql.export.onnx import fileformat as outputs
 from nnsql.serve.errors import bad_request
 from nnsql.serve.handling import infer, metrics, read_json, repository, require_json
 from nnsql.serve.openapi import document
@@ -66,7 +66,7 @@ def score() -> Response:
 
 
 def answer(model: LoadedModel, first: np.ndarray) -> dict:
-    """One row's answer by the model's kind (serve/outputs.py): the class, its label and the
+    """One row's answer by the model's kind (export/onnx/fileformat.py): the class, its label and the
     probabilities; the labels above 0.5 (multilabel); or the values (regression)."""
     kind = model.kind
     if kind == "values":

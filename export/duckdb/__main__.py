@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nnsql import quiet
 from nnsql.export import cli
+from nnsql.export.compile import compile_model
 from nnsql.export.duckdb.generator import CAPABILITIES
 
 DESCRIPTION = """\
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         request = cli.request_from(args)
         check_file_name(args.db, args.name)
         open_store = partial(DuckDBStore, args.db, progress=not args.quiet)
-        cli.export_to(open_store, request, CAPABILITIES, lambda _: str(args.db), connect_first=False)
+        compile_model(open_store, request, CAPABILITIES, lambda _: str(args.db), connect_first=False)
         return 0
 
     return cli.run(body)

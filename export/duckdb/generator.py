@@ -456,5 +456,4 @@ CAPABILITIES = register(
         several_outputs=True,
     ),
     DuckDBGenerator,
-    command="nnsql.export.duckdb.__main__",
 )

@@ -2,7 +2,8 @@
 
 Layer classes map to IR nodes through `CONVERTERS`; a layer without a converter, or with an option the IR
 cannot express, raises `UnsupportedLayer` naming the layer and the target being compiled for. This module
-knows nothing about SQL or any target.
+knows nothing about SQL or any target, and lowers nothing: `trace` reads the layers, `to_graph` builds the
+IR once the outputs' kinds are known, and the compile pipeline (export/compile.py) lowers and optimises.
 
 Converters live in one module per layer family (export/frontend/*.py), all registered by
 export/frontend/layers.py, which this module imports.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,8 @@ from nnsql.export.frontend.model_limits import (
     check_sizes,
     tf_keras_config,
 )
-from nnsql.export.frontend.outputs import output_kinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir.kinds import check_classes
-from nnsql.export.ir.lowering import lower
-from nnsql.export.ir.passes import fold_linear_chains
 
 
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
@@ -97,21 +95,22 @@ def carry_mask(tensor: Any, inputs: tuple[str, ...], result: str, ctx: Context) 
         ctx.masks[result] = masks.pop()
 
 
-def to_ir(
-    model: Any,
-    *,
-    target: str,
-    classes: tuple[str, ...] = (),
-    kinds: tuple[str, ...] | None = None,
-    path: Path | None = None,
-    requested: str | None = None,
-    strict: bool = False,
-) -> ir.Graph:
-    """Convert a built Keras model (Sequential or functional) into an IR graph. `kinds` says what each
-    output means; when not given it is read once every layer has converted (an unsupported layer is
-    named first): from the model's layers and the loss saved in the file at `path`, or --output's
-    `requested` kind (export/frontend/outputs.py). An export is `strict`: an output that fits no kind
-    is refused in one line; otherwise (a graph for tests and tools) it is values."""
+@dataclass(frozen=True)
+class Traced:
+    """A Keras model's graph as the front end read it: the inputs, the nodes of every layer (composite ones
+    not lowered yet), and the value of each output."""
+
+    inputs: tuple[ir.TensorSpec, ...]
+    nodes: tuple[ir.Node, ...]
+    results: tuple[str, ...]
+    target: str
+    names: Context = field(repr=False)
+
+
+def trace(model: Any, *, target: str) -> Traced:
+    """Walk a built Keras model (Sequential or functional) from its outputs back to its inputs, converting
+    each layer through `CONVERTERS`; the first layer without a converter, or with an option the IR cannot
+    express, is named here, before anything else is read."""
     ctx = Context(target=target, names={})
     inputs = tuple(_input_spec(tensor, ctx) for tensor in model.inputs)
     for tensor in model.outputs:
@@ -119,43 +118,48 @@ def to_ir(
             raise ExportError(f"output {tensor.name!r} has shape {tuple(tensor.shape)}; outputs must be flat")
     values: dict[int, str] = {id(t): spec.name for t, spec in zip(model.inputs, inputs, strict=True)}
     nodes: list[ir.Node] = []
+    results = tuple(visit(tensor, values, nodes, ctx) for tensor in model.outputs)
+    return Traced(inputs=inputs, nodes=tuple(nodes), results=results, target=target, names=ctx)
 
-    def visit(tensor: Any) -> str:
-        if id(tensor) in values:
-            return values[id(tensor)]
-        layer, node_index, _ = tensor._keras_history
-        inbound = layer._inbound_nodes[node_index]
-        tensors = positional_tensors(inbound)
-        input_names = tuple(visit(t) for t in tensors)
-        converter = CONVERTERS.get(type(layer).__name__)
-        if converter is None:
-            raise ctx.unsupported(layer)
-        ctx.applying(layer)
-        ctx.arguments, ctx.tensors = keyword_arguments(inbound), tensors
-        result = converter(layer, input_names, ctx)
-        if isinstance(result, Outputs):  # several outputs: each tensor of this call gets its value
-            nodes.extend(result.nodes)
-            for output, value in zip(output_tensors(inbound), result.values, strict=True):
-                values[id(output)] = value
-            return values[id(tensor)]
-        if isinstance(result, tuple):  # a layer lowered to several nodes: the last one is its value
-            nodes.extend(result)
-            result = result[-1].name
-        elif isinstance(result, ir.Node):
-            nodes.append(result)
-            result = result.name
-        values[id(tensor)] = result
-        carry_mask(tensor, input_names, result, ctx)
-        return result
 
-    results = [visit(tensor) for tensor in model.outputs]
-    if kinds is None:
-        kinds = output_kinds(model, path, requested, strict=strict).kinds
-    output, outputs = joined_outputs(results, model, nodes, ctx, kinds)
-    nodes = fold_linear_chains(lower(nodes), output)
+def visit(tensor: Any, values: dict[int, str], nodes: list[ir.Node], ctx: Context) -> str:
+    """The value of `tensor`: its layer converted (after the layers it reads), its nodes appended."""
+    if id(tensor) in values:
+        return values[id(tensor)]
+    layer, node_index, _ = tensor._keras_history
+    inbound = layer._inbound_nodes[node_index]
+    tensors = positional_tensors(inbound)
+    input_names = tuple(visit(t, values, nodes, ctx) for t in tensors)
+    converter = CONVERTERS.get(type(layer).__name__)
+    if converter is None:
+        raise ctx.unsupported(layer)
+    ctx.applying(layer)
+    ctx.arguments, ctx.tensors = keyword_arguments(inbound), tensors
+    result = converter(layer, input_names, ctx)
+    if isinstance(result, Outputs):  # several outputs: each tensor of this call gets its value
+        nodes.extend(result.nodes)
+        for output, value in zip(output_tensors(inbound), result.values, strict=True):
+            values[id(output)] = value
+        return values[id(tensor)]
+    if isinstance(result, tuple):  # a layer lowered to several nodes: the last one is its value
+        nodes.extend(result)
+        result = result[-1].name
+    elif isinstance(result, ir.Node):
+        nodes.append(result)
+        result = result.name
+    values[id(tensor)] = result
+    carry_mask(tensor, input_names, result, ctx)
+    return str(result)
+
+
+def to_graph(traced: Traced, model: Any, kinds: tuple[str, ...], classes: tuple[str, ...] = ()) -> ir.Graph:
+    """The IR of a traced model, each output given its kind (export/frontend/outputs.py) and several
+    outputs joined into one flat value; composite nodes are still to be lowered (export/ir/lowering.py)."""
+    nodes = list(traced.nodes)
+    output, outputs = joined_outputs(list(traced.results), model, nodes, traced.names, kinds)
     units = int(model.outputs[0].shape[-1])
     return ir.Graph(
-        inputs=bounded(inputs, nodes, target),
+        inputs=bounded(traced.inputs, nodes, traced.target),
         nodes=tuple(nodes),
         output=output,
         classes=check_classes(kinds[0], units, tuple(classes)),

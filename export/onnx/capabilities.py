@@ -19,6 +19,4 @@ def node_kinds() -> frozenset[str]:
     return frozenset(kinds)
 
 
-CAPABILITIES = register(
-    Capabilities(target="onnx", node_kinds=node_kinds(), float32=True), command="nnsql.export.onnx.__main__"
-)
+CAPABILITIES = register(Capabilities(target="onnx", node_kinds=node_kinds(), float32=True))

@@ -105,11 +105,11 @@ def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> F
     """Convert at `opset`, flatten the inputs and shape the output (the model must have been called)."""
     import onnx
 
-    from nnsql.export.onnx.__main__ import convert
+    from nnsql.export.onnx import emit
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "model.onnx"
-        convert(keras_model, path, opset=opset)
+        emit.convert(keras_model, path, opset=opset)
         model = onnx.load(str(path))
     model, layout = flatten_inputs(model, target)
     labels = tuple(str(label) for label in source_metadata.get("classes", ()))
@@ -170,7 +170,7 @@ def prepare(
     progress: bool,
 ) -> tuple[FlatModel, Verified]:
     """Load the model, convert and flatten it, and check its parity on sample rows."""
-    from nnsql.export.onnx.__main__ import keras_predict, sample_sets
+    from nnsql.export.onnx.samples import keras_predict, sample_sets
 
     keras_model = load_model(model_path)
     metadata = read_metadata(model_path)

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nnsql.export.errors import ExportError
+from nnsql.export.onnx.fileformat import METADATA_FILE
 
-MODEL_FILE = "model.onnx"
-METADATA_FILE = "metadata.json"
 PUBLISH_ATTEMPTS = 20
 STAGING_PREFIX = ".staging-"
 

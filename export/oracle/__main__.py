@@ -7,9 +7,10 @@ from pathlib import Path
 
 from nnsql import quiet
 from nnsql.export import cli, connection
+from nnsql.export.compile import compile_model, prepare, say_kind
 from nnsql.export.errors import ExportError
 from nnsql.export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
-from nnsql.export.publish.pipeline import load_test_split, prepare
+from nnsql.export.publish.pipeline import load_test_split
 
 DESCRIPTION = """\
 Compile a trained Keras model into Oracle (19c to 23ai). Weights go into nnsql_tensors as
@@ -83,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         def open_store() -> OracleStore:  # asked for and checked first: the user is still at the terminal
             return OracleStore(dsn, secret or password(), progress=not args.quiet)
 
-        cli.export_to(
-            open_store, request, CAPABILITIES, lambda _: f"Oracle {dsn}", check=check_weights_finite
+        compile_model(
+            open_store, request, CAPABILITIES, lambda _: f"Oracle {dsn}", target_check=check_weights_finite
         )
         return 0
 
@@ -95,7 +96,7 @@ def script_only(args, request) -> int:
     from nnsql.export.oracle.script import write_scripts
 
     prepared = prepare(request, CAPABILITIES)
-    cli.say_kind(prepared)
+    say_kind(prepared)
     check_weights_finite(prepared.graph)
     data = load_test_split(prepared.metadata) if request.load_test_data else None
     written = write_scripts(

@@ -287,5 +287,4 @@ CAPABILITIES = register(
         float32=True,  # UTL_NLA_ARRAY_FLT values and BLAS on BINARY_FLOAT
     ),
     OracleGenerator,
-    command="nnsql.export.oracle.__main__",
 )

@@ -7,6 +7,7 @@ import sys
 
 from nnsql import quiet
 from nnsql.export import cli, connection
+from nnsql.export.compile import compile_model
 from nnsql.export.postgres.generator import CAPABILITIES
 from nnsql.export.postgres.kernels import CHOICES
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             "registry_owners": args.registry_owner,
         }
         dsn = connection.resolve(args)
-        store = cli.export_to(
+        store = compile_model(
             lambda: PostgresStore(dsn.text, origin=dsn.origin, **options),
             request,
             capabilities,

@@ -262,5 +262,4 @@ def grant_script(name: str, role: str) -> str:
 CAPABILITIES = register(
     Capabilities(target=TARGET, node_kinds=emitted_kinds(PostgresGenerator), several_outputs=True),
     PostgresGenerator,
-    command="nnsql.export.postgres.__main__",
 )

@@ -1,7 +1,8 @@
-"""The export pipeline shared by every database target.
+"""The publish step every database target shares, the last pass of the compile pipeline
+(export/compile.py), and what it works on: the request, the prepared model (`Prepared`: the IR, the sample
+rows and their gate) and the version record.
 
-load the model → IR → capability check (nothing written yet) → sample rows and TensorFlow's predictions →
-then the store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
+The store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
 scores of the samples against TensorFlow's (parity), activate it (registry row, switch). A failure anywhere
 discards what was staged, so the previous version keeps scoring.
 """
@@ -17,19 +18,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from nnsql.export.errors import ExportError, ScoringFailure
-from nnsql.export.frontend import float64
-from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata, to_ir
 from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
-from nnsql.export.frontend.outputs import OutputKinds, output_kinds
+from nnsql.export.frontend.outputs import OutputKinds
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import kinds
-from nnsql.export.names import check_model_name
 from nnsql.export.publish import budget, parity
-from nnsql.export.publish.gate import Gate, gate_for
-from nnsql.export.publish.samples import SampleSet, longest_sequence, sample_inputs
+from nnsql.export.publish.gate import Gate
+from nnsql.export.publish.samples import SampleSet
 from nnsql.export.registry.carry import carried_classes
 from nnsql.export.registry.checks import STORED_ROWS, StoredCheck, stored_check
-from nnsql.export.target import Capabilities
 
 
 @dataclass(frozen=True)
@@ -128,34 +125,6 @@ class Prepared:
     def expected(self) -> np.ndarray:
         """Every row's reference (for a target that checks rows of its own choosing)."""
         return self.gate.expected(np.arange(self.samples.rows))
-
-
-def prepare(request: ExportRequest, capabilities: Capabilities) -> Prepared:
-    """Validate, compile to IR and compute TensorFlow's reference scores. Writes nothing."""
-    check_model_name(request.name)
-    model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
-    steps = request.sequence_length or longest_sequence(request.samples_file)
-    model = at_sequence_length(model, steps)
-    metadata = read_metadata(request.model_path)
-    classes = request.classes or tuple(metadata.get("classes", ()))
-    graph = to_ir(
-        model,
-        target=capabilities.target,
-        classes=classes,
-        path=request.model_path,
-        requested=request.output,
-        strict=True,
-    )
-    read = output_kinds(model, request.model_path, request.output)  # what the kinds were read from
-    capabilities.check(graph)
-    budget.refuse_dear(graph, capabilities.target, request.parity_seconds)  # before Keras's scores
-    samples = sample_inputs(graph, metadata, request.sample_rows, request.samples_file)
-    feeds = [samples.inputs[spec.name] for spec in graph.inputs]
-    predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
-    gate = gate_for(
-        graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
-    )
-    return Prepared(graph=graph, metadata=metadata, samples=samples, gate=gate, kinds=read)
 
 
 def joined(predicted: Any) -> np.ndarray:

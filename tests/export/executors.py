@@ -13,7 +13,7 @@ import psycopg
 
 from nnsql.export.duckdb.__main__ import main as export_duckdb
 from nnsql.export.onnx.__main__ import main as export_onnx
-from nnsql.export.onnx.__main__ import numpy_type
+from nnsql.export.onnx.runtime import numpy_type
 from nnsql.export.oracle.__main__ import main as export_oracle
 from nnsql.export.postgres.__main__ import main as export_postgres
 from nnsql.export.publish.pipeline import joined

@@ -105,7 +105,7 @@ def test_multiply_adds_grow_with_layers_and_steps():
     """A Dense layer costs its kernel's size; a recurrent layer its step's multiply-adds once per step."""
     import keras
 
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
 
     def cost(steps: int, units: int = 6, features: int = 3) -> int:
         inputs = keras.Input((steps, features))

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from nnsql.export.frontend.model import to_ir
+from nnsql.export.compile import to_ir
 from nnsql.export.ir import reference
 from tests import models
 from tests.export.executors import DuckDBExecutor, OracleScriptExecutor, PlPythonExecutor, PostgresExecutor

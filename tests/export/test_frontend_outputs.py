@@ -10,8 +10,8 @@ import keras
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.frontend.outputs import output_kinds
 from tests import user_models as cases
 

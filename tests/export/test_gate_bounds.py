@@ -16,14 +16,14 @@ import keras
 import numpy as np
 import pytest
 
+from nnsql.export.compile import prepare, to_ir
 from nnsql.export.duckdb.generator import CAPABILITIES as DUCKDB
 from nnsql.export.duckdb.store import DuckDBStore
 from nnsql.export.errors import ExportError, ParityError
 from nnsql.export.frontend.float64 import predictor
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.publish import parity
 from nnsql.export.publish.gate import expectations, gate_for
-from nnsql.export.publish.pipeline import ExportRequest, joined, prepare, publish
+from nnsql.export.publish.pipeline import ExportRequest, joined, publish
 from nnsql.export.publish.samples import sample_inputs
 
 FEATURES = 6

@@ -14,9 +14,9 @@ import keras
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ParityError
 from nnsql.export.frontend.float64 import predictor
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import reference
 from nnsql.export.publish import parity
 from nnsql.export.publish.gate import expectations, gate_for

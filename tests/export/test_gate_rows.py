@@ -9,8 +9,8 @@ import numpy as np
 import psycopg
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ExportError, ParityError
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import activations
 from nnsql.export.ir.activations import X, call, if_positive
 from nnsql.export.publish import budget, parity

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ExportError, UnsupportedLayer
-from nnsql.export.frontend.model import load_model, to_ir
+from nnsql.export.frontend.model import load_model
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import reference
 from tests import models

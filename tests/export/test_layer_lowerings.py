@@ -9,8 +9,8 @@ import keras
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import UnsupportedLayer
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import reference
 from tests.golden.graphs import check_golden
 from tests.models import _seeded

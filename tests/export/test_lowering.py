@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import lowering, reference
 from tests import zoo

@@ -25,10 +25,11 @@ import keras
 import numpy as np
 import pytest
 
-from nnsql.export import cli
+from nnsql.export.compile import compile_model, prepare
 from nnsql.export.errors import ExportError
 from nnsql.export.onnx import __main__ as onnx_main
-from nnsql.export.publish.pipeline import ExportRequest, joined, prepare
+from nnsql.export.onnx import emit as onnx_emit
+from nnsql.export.publish.pipeline import ExportRequest, joined
 from tests.export import mutations
 from tests.export.executors import (
     CubeExecutor,
@@ -136,7 +137,7 @@ class Target:
             self.oracle_scripts(path, fault, faulty_path)
             return
         capabilities, open_store = self.store(fault, faulty_path)
-        cli.export_to(open_store, request_for(path), capabilities, lambda _: "here", connect_first=False)
+        compile_model(open_store, request_for(path), capabilities, lambda _: "here", connect_first=False)
 
     def store(self, fault: str, faulty_path: Path | None):
         if self.kind == "duckdb":
@@ -158,7 +159,7 @@ class Target:
 
     def convert_with_fault(self, fault: str, faulty_path: Path | None, monkeypatch) -> None:
         """The converter, wrapped: it converts the faulty weights, or edits the graph it converted."""
-        convert = onnx_main.convert
+        convert = onnx_emit.convert
 
         def faulty_convert(model, path, opset=None, kind="probabilities"):
             if faulty_path is None:
@@ -172,7 +173,7 @@ class Target:
             finally:
                 model.set_weights(original)
 
-        monkeypatch.setattr(onnx_main, "convert", faulty_convert)
+        monkeypatch.setattr(onnx_emit, "convert", faulty_convert)
 
     def oracle_scripts(self, path: Path, fault: str, faulty_path: Path | None) -> None:
         """Version 2's scripts with the fault, then their verify-and-switch checks (raises Refused)."""

@@ -17,8 +17,9 @@ import numpy as np
 import psycopg
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.frontend.float64 import predictor
-from nnsql.export.frontend.model import load_model, read_metadata, to_ir
+from nnsql.export.frontend.model import load_model, read_metadata
 from nnsql.export.publish.gate import gate_for
 from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined, publish
 from nnsql.export.publish.samples import sample_inputs
@@ -159,7 +160,8 @@ def scored_by_onnx(zoo: Compiled, directory: Path) -> np.ndarray:
     """The loaded model converted by the ONNX target's converter and run by onnxruntime."""
     import onnxruntime
 
-    from nnsql.export.onnx.__main__ import convert, numpy_type
+    from nnsql.export.onnx.emit import convert
+    from nnsql.export.onnx.runtime import numpy_type
 
     convert(zoo.model, directory / "model.onnx")
     session = onnxruntime.InferenceSession(str(directory / "model.onnx"), providers=["CPUExecutionProvider"])

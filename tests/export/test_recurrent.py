@@ -7,8 +7,8 @@ import numpy as np
 import psycopg
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import UnsupportedLayer
-from nnsql.export.frontend.model import to_ir
 from nnsql.export.ir import graph as ir
 from nnsql.export.ir import reference
 from nnsql.export.postgres.__main__ import main as export_postgres

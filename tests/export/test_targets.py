@@ -337,7 +337,7 @@ def normalised_models():
 
 
 def test_normalisation_layers_fold_into_their_neighbours():
-    from nnsql.export.frontend.model import to_ir
+    from nnsql.export.compile import to_ir
 
     graph = to_ir(normalised_models()["tabular"], target="reference")
     assert [node.kind for node in graph.nodes] == ["Dense", "ActivationNode", "Dense", "Dense"]

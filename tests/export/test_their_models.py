@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nnsql.export.compile import to_ir
 from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model import load_model, to_ir
+from nnsql.export.frontend.model import load_model
 from nnsql.export.publish.pipeline import joined
 from nnsql.export.publish.samples import sample_inputs
 from tests import their_models

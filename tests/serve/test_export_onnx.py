@@ -28,7 +28,7 @@ def test_publishes_numbered_versions_with_metadata(tmp_path, cern_mlp_path):
 def test_failed_parity_publishes_nothing(tmp_path, cern_mlp_path, capsys, monkeypatch):
     """A conversion that gets the weights wrong (another network's, here) is refused. (--tolerance 0 no
     longer forces a failure: a float32 target is allowed float32 rounding, see export/publish/pipeline.py.)"""
-    import nnsql.export.onnx.__main__ as onnx_export
+    import nnsql.export.onnx.emit as onnx_export
 
     convert, other = onnx_export.convert, models.cern_mlp(seed=99)
     other.predict(np.zeros((1, 784), np.float32), verbose=0)  # the converter needs a called model

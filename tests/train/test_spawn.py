@@ -45,7 +45,8 @@ def test_two_local_workers_match_one_worker(runs, digits_model):
     assert record["state"] == "succeeded" and metadata["workers"] == 2
     assert metadata["test_accuracy"] >= one_worker - 0.01
     assert (run_dir / "model" / "model.keras").exists()
-    from nnsql.export.frontend.model import load_model, to_ir
+    from nnsql.export.compile import to_ir
+    from nnsql.export.frontend.model import load_model
 
     assert len(to_ir(load_model(run_dir / "model" / "model.keras"), target="duckdb").nodes) == 2
 

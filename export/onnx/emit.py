@@ -1,0 +1,79 @@
+"""The ONNX target's emitter: a Keras model → model.onnx, with Keras's own exporter (tf2onnx underneath; a
+tf.keras model through tf2onnx directly), its first output named for the HTTP clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.model import is_legacy
+
+TARGET = "onnx"
+# The first output's name, by its kind: what HTTP clients ask for.
+OUTPUT_NAMES = {"logits": "logits", "values": "values"}
+OUTPUT_NAME = "probabilities"
+
+
+def convert(model: Any, path: Path, opset: int | None = None, kind: str = "probabilities") -> None:
+    """Keras's ONNX export, then the first output renamed for the HTTP clients ('probabilities', or
+    'logits' or 'values' by its kind). `opset` pins the ONNX opset (a runtime older than ours needs one
+    it implements); None: the converter's."""
+    import onnx
+
+    from nnsql.export.onnx.tf2onnx_ops import fix_transposed_padding, register
+
+    register()
+    try:
+        if is_legacy(model):
+            legacy_to_onnx(model, path, opset)
+        else:
+            embed_statistics(model)
+            model.export(str(path), format="onnx", verbose=False, opset_version=opset)
+    except Exception as error:  # the converter raises many types
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ExportError(f"the ONNX converter failed for target '{TARGET}': {first}") from error
+    graph_model = onnx.load(str(path))
+    fix_transposed_padding(graph_model)
+    names = output_names(model, kind)
+    renamed = dict(zip((o.name for o in graph_model.graph.output), names, strict=True))
+    for node in graph_model.graph.node:
+        node.output[:] = [renamed.get(name, name) for name in node.output]
+    for output in graph_model.graph.output:
+        output.name = renamed[output.name]
+    onnx.checker.check_model(graph_model)
+    onnx.save(graph_model, str(path))
+
+
+def output_names(model: Any, kind: str = "probabilities") -> list[str]:
+    """The first output is named by its kind (what HTTP clients ask for); others keep their Keras
+    names, made unique (they reach clients as data, in responses and the repository document)."""
+    names = [OUTPUT_NAMES.get(kind, OUTPUT_NAME)]
+    for index, keras_name in enumerate(getattr(model, "output_names", [])[1:], start=1):
+        name = str(keras_name) if str(keras_name) and str(keras_name) not in names else f"output_{index}"
+        names.append(name)
+    return names
+
+
+def embed_statistics(model: Any) -> None:
+    """Keras's ONNX export turns a Normalization layer's adapted statistics (eager tensors) into graph
+    inputs without values; given as numpy arrays, they are traced as constants."""
+    import keras
+
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.Normalization) and getattr(layer, "mean", None) is not None:
+            layer.mean, layer.variance = np.asarray(layer.mean), np.asarray(layer.variance)
+
+
+def legacy_to_onnx(model: Any, path: Path, opset: int | None = None) -> None:
+    """A tf.keras (Keras 2) model through tf2onnx directly, inputs named as in the Keras model."""
+    import tensorflow as tf
+    import tf2onnx
+
+    signature = [
+        tf.TensorSpec((None, *tensor.shape[1:]), tf.float32, name=tensor.name.split(":")[0])
+        for tensor in model.inputs
+    ]
+    tf2onnx.convert.from_keras(model, input_signature=signature, opset=opset, output_path=str(path))

@@ -1,0 +1,55 @@
+"""onnxruntime on a converted model: the sessions the parity check and a version's activation score with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsql.export.errors import ExportError
+from nnsql.export.publish import budget
+from nnsql.export.publish.pipeline import joined
+from nnsql.export.publish.samples import SampleSet
+
+TARGET = "onnx"
+
+
+def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
+    return session_predict(load_session(path), samples.inputs)
+
+
+def load_session(path: Path) -> Any:
+    """An onnxruntime session on the converted model, or a one-line error."""
+    import onnxruntime
+
+    try:
+        return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ExportError(
+            f"onnxruntime cannot load the converted model for target '{TARGET}': {first}"
+        ) from None
+
+
+def session_predict(session: Any, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    feeds: dict[str, np.ndarray] = {
+        i.name: inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
+    }
+    return joined(session.run(None, feeds))  # every output, joined as Keras's are
+
+
+def batch_predict(session: Any, inputs: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
+    return session_predict(session, budget.rows_of(inputs, start, stop))
+
+
+ONNX_TYPES: dict[str, type[np.generic]] = {
+    "tensor(float)": np.float32,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+}
+
+
+def numpy_type(onnx_type: str) -> type[np.generic]:
+    """The numpy type of an onnxruntime input type (token indices are integers, features float32)."""
+    return ONNX_TYPES.get(onnx_type, np.float32)

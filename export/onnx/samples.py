@@ -1,0 +1,117 @@
+"""The ONNX target's sample rows and what onnxruntime's scores of them are compared with (the Gate, as for
+every target, when the exporter's IR reads the model; Keras's scores alone when only ONNX converts it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nnsql.export.errors import ExportError
+from nnsql.export.frontend.float64 import Predictor
+from nnsql.export.ir import graph as ir
+from nnsql.export.onnx.capabilities import CAPABILITIES
+from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
+from nnsql.export.publish.pipeline import joined, output_columns
+from nnsql.export.publish.samples import SampleSet
+
+TARGET = CAPABILITIES.target
+
+# Variable dimensions (None, e.g. time steps) are sampled at two lengths: parity must hold for both.
+SAMPLE_LENGTHS = (12, 5)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Rows keyed by Keras's input names, with what each is compared with (export/publish/gate.py):
+    `graph` and `by_ir_name` when the IR compiles the model (then rows at scale are part of the set)."""
+
+    rows: SampleSet
+    graph: ir.Graph | None = None
+    by_ir_name: SampleSet | None = None
+
+    def gate(self, keras_scores: np.ndarray, tolerance: float, float64: Predictor) -> Gate | None:
+        """What the rows are compared with (export/publish/pipeline.py's Gate); None without the IR:
+        then every row is an ordinary one, compared with Keras's scores."""
+        if self.graph is None or self.by_ir_name is None:
+            refuse_nonfinite(keras_scores, self.rows, np.zeros(len(keras_scores), bool))
+            return None
+        return gate_for(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32, float64)
+
+    def expected(
+        self, keras_scores: np.ndarray, tolerance: float, float64: Predictor
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Every row's reference and tolerance at once (see `gate`)."""
+        gate = self.gate(keras_scores, tolerance, float64)
+        if gate is None:
+            return keras_scores, None
+        rows = np.arange(len(keras_scores))
+        return gate.expected(rows), gate.allowed(rows)
+
+    def columns(self) -> tuple[tuple[str, int, int], ...]:
+        """Each output's name and columns in a joined row; none without the IR."""
+        return () if self.graph is None else output_columns(self.graph)
+
+
+def sample_sets(
+    model: Any,
+    rows: int,
+    metadata: dict[str, Any],
+    samples_file: Path | None = None,
+    kinds: tuple[str, ...] | None = None,
+    classes: tuple[str, ...] | None = None,
+) -> list[Samples]:
+    from nnsql.export.compile import to_ir
+    from nnsql.export.publish.samples import sample_inputs
+
+    try:
+        labels = tuple(metadata.get("classes", ())) if classes is None else classes
+        graph = to_ir(model, target=TARGET, classes=labels, kinds=kinds)
+    except ExportError:  # a shape or layer our IR lacks: ONNX may still convert it; seeded random rows
+        if samples_file is not None:
+            raise ExportError("--samples needs a model the exporter's IR reads; this one is not") from None
+        variable = any(d is None for t in model.inputs for d in t.shape[1:])
+        lengths = SAMPLE_LENGTHS if variable else (1,)
+        return [Samples(random_rows(model, rows, length)) for length in lengths]
+    samples = sample_inputs(graph, metadata, rows, samples_file)  # keyed by the IR's names: back to Keras's
+    keyed = {t.name: samples.inputs[s.name] for t, s in zip(model.inputs, graph.inputs, strict=True)}
+    return [Samples(replace(samples, inputs=keyed), graph, samples)]
+
+
+def random_rows(model: Any, rows: int, length: int) -> SampleSet:
+    """Uniform random rows, `length` steps where a dimension is variable, the last quarter of each
+    sequence zero (padding, which a Masking layer skips)."""
+    generator = np.random.default_rng(0)
+    inputs: dict[str, np.ndarray] = {}
+    for tensor in model.inputs:
+        shape = [length if d is None else int(d) for d in tensor.shape[1:]]
+        values = generator.random((rows, *shape), dtype=np.float32)
+        if None in tensor.shape[1:2]:
+            values[:, length - length // 4 :] = 0.0
+        inputs[tensor.name] = values
+    source = f"{rows} seeded uniform random rows" + (f", {length} steps" if length > 1 else "")
+    return SampleSet(inputs, source)
+
+
+def token_inputs(model: Any, sets: list[Samples]) -> dict[str, int]:
+    """Each input that holds token ids, by its Keras name, with the size of the vocabulary it indexes:
+    the scorer refuses an id outside it (ONNX's Gather would read a negative one from the end)."""
+    graph = sets[0].graph
+    if graph is None:
+        return {}
+    return {
+        tensor.name: int(spec.bound or 1)
+        for tensor, spec in zip(model.inputs, graph.inputs, strict=True)
+        if spec.dtype == "int32"
+    }
+
+
+def scored_sets(model: Any, sets: list[Samples]) -> list[tuple[Samples, np.ndarray]]:
+    return [(each, keras_predict(model, each.rows)) for each in sets]
+
+
+def keras_predict(model: Any, samples: SampleSet) -> np.ndarray:
+    feeds = [samples.inputs[t.name] for t in model.inputs]
+    return joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))

@@ -1,0 +1,37 @@
+"""The load pass: a Keras file → the built model, at the sequence length SQL compiles, and its metadata.
+
+The file is read as data first (export/frontend/model.py's `load_model`: code refused unless trusted, sizes
+checked before any weight is allocated); nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata
+from nnsql.export.names import check_model_name
+from nnsql.export.publish.pipeline import ExportRequest
+from nnsql.export.publish.samples import longest_sequence
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The model as the later passes read it: the Keras model, metadata.json's content, the class labels
+    (--classes, else metadata.json's)."""
+
+    model: Any
+    metadata: dict[str, Any]
+    classes: tuple[str, ...]
+
+
+def load(request: ExportRequest) -> Loaded:
+    """The requested model, its variable-length inputs fixed at --sequence-length (or the longest of
+    --samples), with its metadata and class labels."""
+    check_model_name(request.name)
+    model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    steps = request.sequence_length or longest_sequence(request.samples_file)
+    model = at_sequence_length(model, steps)
+    metadata = read_metadata(request.model_path)
+    classes = request.classes or tuple(metadata.get("classes", ()))
+    return Loaded(model=model, metadata=metadata, classes=classes)

@@ -1,0 +1,28 @@
+"""The reference pass: the sample rows and what the target's scores of them are compared with (Keras's
+predictions, the float64 reference on rows at scale: export/publish/gate.py). Writes nothing."""
+
+from __future__ import annotations
+
+from nnsql.export.frontend import float64
+from nnsql.export.frontend.outputs import OutputKinds
+from nnsql.export.ir import graph as ir
+from nnsql.export.passes.load import Loaded
+from nnsql.export.publish.gate import gate_for
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined
+from nnsql.export.publish.samples import sample_inputs
+from nnsql.export.target import Capabilities
+
+
+def reference(
+    loaded: Loaded, graph: ir.Graph, kinds: OutputKinds, request: ExportRequest, capabilities: Capabilities
+) -> Prepared:
+    """The sample rows (--samples, the model's test split, or seeded random rows, plus rows at scale), Keras's
+    predictions of them, and the gate that compares the target's scores with them."""
+    model = loaded.model
+    samples = sample_inputs(graph, loaded.metadata, request.sample_rows, request.samples_file)
+    feeds = [samples.inputs[spec.name] for spec in graph.inputs]
+    predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    gate = gate_for(
+        graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
+    )
+    return Prepared(graph=graph, metadata=loaded.metadata, samples=samples, gate=gate, kinds=kinds)
