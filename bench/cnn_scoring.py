@@ -37,10 +37,10 @@ GOAL_MS, GOAL_ROWS = 100.0, 100  # the MNIST CNN in DuckDB: ms per image, parity
 
 def publish_duckdb(model_path: Path, database: Path) -> int | str:
     """Export with the default parity budget; the rows the gate checked, or why it refused."""
+    from nnsql.export.compile import prepare
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore
     from nnsql.export.errors import ExportError
-    from nnsql.export.compile import prepare
     from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="cnn")
@@ -55,8 +55,8 @@ def publish_duckdb(model_path: Path, database: Path) -> int | str:
 
 def stage_duckdb(model: Any, database: Path, images: np.ndarray) -> None:
     """The model's macros and the images in a DuckDB file, without the gate (scoring is timed apart)."""
-    from nnsql.export.duckdb.store import DuckDBStore, feature_table
     from nnsql.export.compile import to_ir
+    from nnsql.export.duckdb.store import DuckDBStore, feature_table
 
     store = DuckDBStore(database, progress=False)
     with store.session():

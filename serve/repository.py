@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from nnsql.serve import tritonrepo
 from nnsql.export.onnx.fileformat import kind_of
+from nnsql.serve import tritonrepo
 from nnsql.serve.batching import Batcher
 from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
 from nnsql.serve.errors import ScoringError, bad_request, capped, not_found

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.serve import tritonrepo
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
+from nnsql.serve import tritonrepo
 from nnsql.serve.validation import InvalidVersion
 
 
