@@ -125,7 +125,51 @@ class Elements:
                 else self.list_of(self.nodes[node.inputs[0]])
             )
         size = self.graph.size_of(node.name)
+        zipped = self.zipped(node, size)
+        if zipped is not None:
+            return zipped
         return f"list_transform(range({size}), lambda _nn_k: {self.expand(node, '_nn_k')})"
+
+    def zipped(self, node: ir.Node, size: int) -> str | None:
+        """The value as a lambda over the zipped slices it reads, when every element reads its bound
+        values at one fixed offset each (no Concatenate): a lambda over an index that reads bound lists
+        would copy them at every element. None otherwise."""
+        reads: dict[tuple[str, int], str] = {}
+        element = self.offset_element(node, 0, reads)
+        if element is None:
+            return None
+        slices = [
+            self.refs[name]
+            if (start, size) == (0, self.graph.size_of(name))
+            else f"{self.refs[name]}[{start + 1}:{start + size}]"
+            for name, start in reads
+        ]
+        if len(slices) == 1:
+            return f"list_transform({slices[0]}, lambda _nn_z: {element.replace('_nn_z[1]', '_nn_z')})"
+        return f"list_transform(list_zip({', '.join(slices)}), lambda _nn_z: {element})"
+
+    def offset_element(self, node: ir.Node, start: int, reads: dict[tuple[str, int], str]) -> str | None:
+        """The node's element read through zipped slices (`reads` maps each bound value and offset to
+        its field of _nn_z), or None where an element's reads depend on its index."""
+        parts = []
+        for source in node.inputs:
+            offset = start + node.start if isinstance(node, ir.Slice) else start
+            if source in self.refs:
+                parts.append(reads.setdefault((source, offset), f"_nn_z[{len(reads) + 1}]"))
+                continue
+            if isinstance(node, ir.Concatenate) or source not in self.nodes:
+                return None
+            part = self.offset_element(self.nodes[source], offset, reads)
+            if part is None:
+                return None
+            parts.append(part)
+        if isinstance(node, ir.Binary):
+            return BINARY[node.op].format(a=parts[0], b=parts[1])
+        if isinstance(node, ir.ActivationNode):
+            return scalar_activation(node.activation, parts[0])
+        if isinstance(node, ir.Concatenate):
+            return None
+        return parts[0]  # Slice, Reshape
 
 
 def levels(graph: ir.Graph, bound: list[str], given: set[str]) -> list[list[str]]:

@@ -212,8 +212,19 @@ class DuckDBGenerator(Generator):
 
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         """1.0 for each step of which some feature is not 0, else 0.0 (the IR's value, so that any node may
-        read it). The steps' features are zipped from strided slices: no lambda copies the row per step."""
+        read it). Steps after the last value that is not 0 are masked: the flags are computed over the
+        steps before it and padded with zeros (an event fills few of its slots, and its padding comes last,
+        so most steps cost nothing). The steps' features are zipped from strided slices: no lambda copies
+        the row per step."""
         width = self.graph.size_of(node.inputs[0]) // node.steps
+        set_from_end = f"list_position(list_reverse(list_transform({x}, lambda _nn_e: _nn_e <> 0)), true)"
+        used = f"(len({x}) + {width} - coalesce({set_from_end}, len({x}) + 1)) // {width} * {width}"
+        flags = self.let([(f"{x}[1:{used}]", "_nn_h")], self.step_flags(node, "_nn_h", width))
+        return f"list_resize({flags}, {node.steps}, 0.0::DOUBLE)"
+
+    @staticmethod
+    def step_flags(node: ir.StepMask, x: str, width: int) -> str:
+        """The flags of the whole steps of list `x`."""
         flag = "CASE WHEN {} THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END"
         if width == 1:
             return f"list_transform({x}, lambda _nn_e: {flag.format('_nn_e <> 0')})"
@@ -222,7 +233,7 @@ class DuckDBGenerator(Generator):
             return f"list_transform(list_zip({strided(x, width)}), lambda _nn_e: {flag.format(any_set)})"
         window = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
         any_set = f"list_bool_or(list_transform({window}, lambda _nn_e: _nn_e <> 0))"
-        return f"list_transform(range({node.steps}), lambda _nn_t: {flag.format(any_set)})"
+        return f"list_transform(range(len({x}) // {width}), lambda _nn_t: {flag.format(any_set)})"
 
     @staticmethod
     def kept_steps(mask: str) -> str:

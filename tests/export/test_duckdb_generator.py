@@ -76,3 +76,31 @@ def test_recurrent_graph_golden_text_and_execution(tmp_path):
     inputs = {"sequence": sequence, "extra": extra}
     np.testing.assert_allclose(store.scores("rnn", inputs), reference.run(graph, inputs), atol=1e-12)
     store.close()
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_step_mask_flags_every_step_up_to_the_last_value_set(tmp_path, width):
+    """The mask is computed over the steps before the last value that is not 0, then padded with masked
+    steps: rows that end on any feature of any step, hold nothing, or hold -0.0 get Keras's mask
+    (scaled by the step number, so that a flag on the wrong step shows)."""
+    from nnsql.export.ir import graph as ir
+
+    steps = 5
+    mask = ir.StepMask(name="mask", inputs=("sequence",), steps=steps)
+    scaled = ir.Affine(
+        name="scaled", inputs=("mask",), scale=ir.Weights(np.arange(1, steps + 1, dtype=np.float32))
+    )
+    graph = ir.Graph((ir.TensorSpec("sequence", (steps, width)),), (mask, scaled), "scaled")
+    rows = np.zeros((6, steps, width))
+    rows[1, -1, -1] = 2.0  # only the last feature of the last step
+    rows[2, 1, 0] = 0.5  # only the first feature of the second step
+    rows[3] = 1.0  # every step
+    rows[4, 0, 0], rows[4, 3, -1] = -1.0, 3.0  # a gap of masked steps in between
+    rows[5, 2, :] = -0.0  # negative zeros are masked, as in Keras
+    store = DuckDBStore(tmp_path / "m.duckdb", progress=False)
+    with store.session():
+        store.stage("steps", 1, graph)
+    expected = reference.run(graph, rows)
+    assert expected.any(axis=1).sum() == 4  # the rows above do reach both outcomes
+    np.testing.assert_array_equal(store.scores("steps", {"sequence": rows}), expected)
+    store.close()

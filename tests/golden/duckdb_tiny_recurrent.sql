@@ -67,13 +67,23 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
         ELSE (list_transform(rnn.params(), lambda _nn_p:
             list_transform([sequence::DOUBLE[]], lambda _nn_v_sequence:
             list_transform([extra::DOUBLE[]], lambda _nn_v_extra:
-            list_transform([
-                list_transform(
-                    list_zip(_nn_v_sequence[1:-1:2], _nn_v_sequence[2:-1:2]),
-                    lambda _nn_e: CASE WHEN _nn_e[1] <> 0 OR _nn_e[2] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE
-                        END
-                )
-            ], lambda _nn_v_mask:
+            list_transform([list_resize(list_transform([
+                _nn_v_sequence[
+                    1:(
+                        len(_nn_v_sequence) + 2 - coalesce(
+                            list_position(
+                                list_reverse(list_transform(_nn_v_sequence, lambda _nn_e: _nn_e <> 0)),
+                                true
+                            ),
+                            len(_nn_v_sequence) + 1
+                        )
+                    ) // 2 * 2
+                ]
+            ], lambda _nn_h:
+            list_transform(
+                list_zip(_nn_h[1:-1:2], _nn_h[2:-1:2]),
+                lambda _nn_e: CASE WHEN _nn_e[1] <> 0 OR _nn_e[2] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END
+            ))[1], 3, 0.0::DOUBLE)], lambda _nn_v_mask:
             list_transform([list_transform([{gru_zrh: _nn_p.gru_zrh}], lambda _nn_v_gru_weights:
             list_reduce(list_transform([
                 list_select(
@@ -106,27 +116,17 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
             ], lambda _nn_v_gru_zrh:
             list_transform([
                 list_transform(
-                    range(2),
-                    lambda _nn_k: (
-                        tanh(
-                            (
-                                _nn_v_gru_zrh[_nn_k + 4 + 1] + (
-                                    1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
-                                        _nn_k + 6 + 1
-                                    ]
-                                )
-                            )
-                        ) + (
-                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 1]))) * (
-                                _nn_acc.s[_nn_k + 1] - tanh(
-                                    (
-                                        _nn_v_gru_zrh[_nn_k + 4 + 1] + (
-                                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
-                                                _nn_k + 6 + 1
-                                            ]
-                                        )
-                                    )
-                                )
+                    list_zip(
+                        _nn_v_gru_zrh[5:6],
+                        _nn_v_gru_zrh[3:4],
+                        _nn_v_gru_zrh[7:8],
+                        _nn_v_gru_zrh[1:2],
+                        _nn_acc.s
+                    ),
+                    lambda _nn_z: (
+                        tanh((_nn_z[1] + (1.0 / (1.0 + exp(-(_nn_z[2]))) * _nn_z[3]))) + (
+                            1.0 / (1.0 + exp(-(_nn_z[4]))) * (
+                                _nn_z[5] - tanh((_nn_z[1] + (1.0 / (1.0 + exp(-(_nn_z[2]))) * _nn_z[3])))
                             )
                         )
                     )
