@@ -53,9 +53,9 @@ def events(
 
 def duckdb_store(model_path: Path, workdir: Path) -> Any:
     """The model published to a DuckDB file (a generous parity budget: the machine may be loaded)."""
+    from nnsql.export.compile import prepare
     from nnsql.export.duckdb.generator import CAPABILITIES
     from nnsql.export.duckdb.store import DuckDBStore
-    from nnsql.export.compile import prepare
     from nnsql.export.publish.pipeline import ExportRequest, publish
 
     request = ExportRequest(model_path=model_path, name="ic", sample_rows=10, parity_seconds=600)
