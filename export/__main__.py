@@ -25,6 +25,7 @@ TARGET_MODULES = (
     "nnsql.export.postgres.plpython",
     "nnsql.export.postgres.cube",
     "nnsql.export.onnx.capabilities",
+    "nnsql.export.spark.generator",
 )
 
 
