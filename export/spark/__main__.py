@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         request = cli.request_from(args)
 
         def open_store() -> SparkStore:
-            return SparkStore(session.start(where), progress=not args.quiet, owned=True)
+            owned = not session.running()  # a session the caller started stays theirs
+            return SparkStore(session.start(where), progress=not args.quiet, owned=owned)
 
         cli.export_to(open_store, request, CAPABILITIES, lambda _: where.describe())
         print("a fresh session calls the functions with:")

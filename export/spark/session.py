@@ -53,6 +53,15 @@ class Where:
         return [f"spark-sql {confs}", f"pyspark {confs}"]
 
 
+def running() -> bool:
+    """Whether this process already has a Spark session (the export then runs in it)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return False
+    return SparkSession.getActiveSession() is not None
+
+
 def start(where: Where, **extra: str) -> Any:
     """A SparkSession for `where`, or one line naming why none could start (no Java, a bad master...)."""
     try:
