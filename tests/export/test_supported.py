@@ -22,7 +22,8 @@ def test_supported_lists_every_target_and_core_layer(capsys):
         "oracle",
         "postgres",
         "postgres+cube",
-        "postgres+plpython |",
+        "postgres+plpython",
+        "spark |",
     ]
 
 
