@@ -1,5 +1,6 @@
 """Benchmark: rows per second of the Spark target's pure Spark SQL, read from Parquet on local[2], beside
-DuckDB's macros on the same Parquet file, in one run. The MNIST MLP (784 → 100 → 10, seeded weights) and
+`pyspark.ml.functions.predict_batch_udf` + onnxruntime on the same rows and the same Spark, and DuckDB's
+macros on the same Parquet file, in one run. The MNIST MLP (784 → 100 → 10, seeded weights) and
 CERN's Inclusive Classifier (GRU over 801 × 19 particles, 80–120 real ones per event, as in
 bench/recurrent_scoring.py) at growing row counts; each figure is the best of `--repeat` runs of
 `SELECT sum(NAME.predict_proba(...)[0]) FROM parquet` (every row scored, nothing collected).
@@ -68,20 +69,72 @@ def export(model, name: str, workdir: Path, spark, duckdb_file: Path) -> None:
         store.close()
 
 
-def measure(spark, duckdb_file: Path, name: str, arguments: str, parquet: Path, repeat: int) -> dict:
+def onnx_udf(model, name: str, workdir: Path, shapes: list[list[int]]):
+    """The Python-UDF route Spark users take today: `predict_batch_udf` around onnxruntime, the model
+    converted by `nnsql export onnx`'s converter, each input flattened to one array per row."""
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql.types import ArrayType, FloatType
+
+    from nnsql.export.onnx.__main__ import convert
+
+    path = workdir / f"{name}.onnx"
+    convert(model, path)
+    names = [tensor.name for tensor in model.inputs]
+
+    def make_predict_fn():
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        order = {spec.name: index for index, spec in enumerate(session.get_inputs())}
+        inputs = sorted(names, key=lambda input_name: order.get(input_name, 0))
+        by_name = dict(zip(names, range(len(names)), strict=True))
+
+        def predict(*arrays):
+            feeds = {input_name: arrays[by_name[input_name]].astype(np.float32) for input_name in inputs}
+            return session.run(None, feeds)[0]
+
+        return predict
+
+    return predict_batch_udf(
+        make_predict_fn, return_type=ArrayType(FloatType()), batch_size=1024, input_tensor_shapes=shapes
+    )
+
+
+def measure(spark, duckdb_file: Path, name: str, arguments: str, parquet: Path, repeat: int, udf) -> dict:
     import duckdb
+    from pyspark.sql import functions
 
     query = f"SELECT sum({name}.predict_proba({arguments})[{{first}}]) FROM {{source}}"
     frame = spark.read.parquet(str(parquet))
     frame.createOrReplaceTempView("rows")
     spark_seconds = best(lambda: spark.sql(query.format(first=0, source="rows")).collect(), repeat)
+    columns = [
+        functions.flatten(column) if column == "gru_input" else functions.col(column)
+        for column in frame.columns
+    ]
+    udf_seconds = best(lambda: frame.select(functions.sum(udf(*columns)[0])).collect(), repeat)
     con = duckdb.connect(str(duckdb_file), read_only=True)
     try:
         source = f"read_parquet('{parquet}')"
         duck_seconds = best(lambda: con.execute(query.format(first=1, source=source)).fetchall(), repeat)
     finally:
         con.close()
-    return {"spark": spark_seconds, "duckdb": duck_seconds}
+    return {"spark": spark_seconds, "udf": udf_seconds, "duckdb": duck_seconds}
+
+
+HEADER = (
+    f"{'model':7} {'rows':>9} {'Spark SQL rows/s':>17} {'UDF+ORT rows/s':>15} {'DuckDB rows/s':>14} "
+    f"{'SQL/UDF':>8}"
+)
+
+
+def line(name: str, rows: int, seconds: dict) -> str:
+    rates = {route: rows / value for route, value in seconds.items()}
+    ratio = rates["spark"] / rates["udf"]
+    return (
+        f"{name:7} {rows:>9,} {rates['spark']:>17,.0f} {rates['udf']:>15,.0f} {rates['duckdb']:>14,.0f} "
+        f"{ratio:>7.2f}x"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
