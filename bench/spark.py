@@ -122,6 +122,7 @@ def measure(spark, duckdb_file: Path, name: str, arguments: str, parquet: Path, 
     return {"spark": spark_seconds, "udf": udf_seconds, "duckdb": duck_seconds}
 
 
+GRU_SHAPES = [[801, 19], [14]]
 HEADER = (
     f"{'model':7} {'rows':>9} {'Spark SQL rows/s':>17} {'UDF+ORT rows/s':>15} {'DuckDB rows/s':>14} "
     f"{'SQL/UDF':>8}"
@@ -152,23 +153,26 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         duckdb_file = workdir / "models.duckdb"
         cases = [
-            ("mnist", "features", models.cern_mlp(), mlp_table, args.mlp_rows),
-            ("higgs", "gru_input, hlf_input", models.inclusive_classifier(), gru_table, args.gru_rows),
+            ("mnist", "features", models.cern_mlp(), mlp_table, args.mlp_rows, [[784]]),
+            (
+                "higgs",
+                "gru_input, hlf_input",
+                models.inclusive_classifier(),
+                gru_table,
+                args.gru_rows,
+                GRU_SHAPES,
+            ),
         ]
-        print(f"{'model':8} {'rows':>9} {'Spark SQL rows/s':>17} {'DuckDB rows/s':>14} {'DuckDB/Spark':>13}")
+        print(HEADER)
         try:
-            for name, arguments, model, table, sizes in cases:
+            for name, arguments, model, table, sizes, shapes in cases:
                 export(model, name, workdir, spark, duckdb_file)
+                udf = onnx_udf(model, name, workdir, shapes)
                 for rows in sizes:
                     parquet = workdir / f"{name}-{rows}.parquet"
                     pq.write_table(table(rows), parquet)
-                    seconds = measure(spark, duckdb_file, name, arguments, parquet, args.repeat)
-                    spark_rate, duck_rate = rows / seconds["spark"], rows / seconds["duckdb"]
-                    ratio = duck_rate / spark_rate
-                    print(
-                        f"{name:8} {rows:>9,} {spark_rate:>17,.0f} {duck_rate:>14,.0f} {ratio:>12.1f}x",
-                        flush=True,
-                    )
+                    seconds = measure(spark, duckdb_file, name, arguments, parquet, args.repeat, udf)
+                    print(line(name, rows, seconds), flush=True)
         finally:
             session.stop(spark)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
