@@ -181,7 +181,8 @@ def test_the_command_publishes_and_prints_a_fresh_sessions_settings(spark, tmp_p
     from nnsql.export.spark.__main__ import main
 
     path = models.save(mutations.dense(), tmp_path / "model")
-    options = ["--model", str(path), "--warehouse", str(tmp_path / "wh"), "--quiet", "--sample-rows", "12"]
+    options = ["--model", str(path), "--warehouse", str(tmp_path / "wh"), "--quiet"]
+    options += ["--sample-rows", str(SAMPLE_ROWS), "--parity-seconds", "600"]
     assert main([*options, "--name", "small"]) == 0
     out = capsys.readouterr().out
     assert "published small version 1" in out
