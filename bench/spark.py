@@ -60,7 +60,9 @@ def export(model, name: str, workdir: Path, spark, duckdb_file: Path) -> None:
     from nnsql.export.spark.store import SparkStore
     from tests.models import save
 
-    request = ExportRequest(model_path=save(model, workdir / name), name=name, sample_rows=12, quiet=True)
+    request = ExportRequest(
+        model_path=save(model, workdir / name), name=name, sample_rows=12, parity_seconds=600, quiet=True
+    )
     publish(SparkStore(spark, progress=False), request, prepare(request, SPARK), "spark")
     store = DuckDBStore(duckdb_file, progress=False)
     try:
