@@ -80,6 +80,8 @@ def onnx_udf(model, name: str, workdir: Path, shapes: list[list[int]]):
     from nnsql.export.onnx.__main__ import convert
 
     path = workdir / f"{name}.onnx"
+    zeros = [np.zeros((1, *shape), np.float32) for shape in shapes]
+    model.predict(zeros if len(zeros) > 1 else zeros[0], verbose=0)  # Keras converts a model once called
     convert(model, path)
     names = [tensor.name for tensor in model.inputs]
 
