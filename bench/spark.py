@@ -100,7 +100,7 @@ def onnx_udf(model, name: str, workdir: Path, shapes: list[list[int]]):
         return predict
 
     return predict_batch_udf(
-        make_predict_fn, return_type=ArrayType(FloatType()), batch_size=1024, input_tensor_shapes=shapes
+        make_predict_fn, return_type=ArrayType(FloatType()), batch_size=1024, input_tensor_shapes=[*shapes]
     )
 
 

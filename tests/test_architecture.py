@@ -20,7 +20,14 @@ SQL_TARGETS = (
     "nnsql.export.onnx",
     "nnsql.export.spark",
 )
-BACK_ENDS = ["export/duckdb", "export/postgres", "export/oracle", "export/spark", "export/ir", "export/codegen"]
+BACK_ENDS = [
+    "export/duckdb",
+    "export/postgres",
+    "export/oracle",
+    "export/spark",
+    "export/ir",
+    "export/codegen",
+]
 
 
 def imported_modules(path: Path, deferred: bool = True) -> set[str]:
