@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="nnsql-bench-spark-") as tmp:
         workdir = Path(tmp)
-        spark = session.start(session.Where(workdir / "warehouse", "local[2]"))
+        # the UDF's Python workers run this interpreter (onnxruntime, pyarrow), not the system's python3
+        spark = session.start(
+            session.Where(workdir / "warehouse", "local[2]"), **{"spark.pyspark.python": sys.executable}
+        )
         spark.sparkContext.setLogLevel("ERROR")
         duckdb_file = workdir / "models.duckdb"
         cases = [
