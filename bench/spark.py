@@ -11,6 +11,7 @@ bench/recurrent_scoring.py) at growing row counts; each figure is the best of `-
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nnsql-bench-spark-") as tmp:
         workdir = Path(tmp)
         # the UDF's Python workers run this interpreter (onnxruntime, pyarrow), not the system's python3
-        spark = session.start(
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        spark = session.start(session.Where(workdir / "warehouse", "local[2]"))
             session.Where(workdir / "warehouse", "local[2]"), **{"spark.pyspark.python": sys.executable}
         )
         spark.sparkContext.setLogLevel("ERROR")
