@@ -157,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         # the UDF's Python workers run this interpreter (onnxruntime, pyarrow), not the system's python3
         os.environ["PYSPARK_PYTHON"] = sys.executable
         spark = session.start(session.Where(workdir / "warehouse", "local[2]"))
-            session.Where(workdir / "warehouse", "local[2]"), **{"spark.pyspark.python": sys.executable}
-        )
         spark.sparkContext.setLogLevel("ERROR")
         duckdb_file = workdir / "models.duckdb"
         cases = [
