@@ -94,11 +94,17 @@ def onnx_udf(model, name: str, workdir: Path, shapes: list[list[int]]):
         inputs = sorted(names, key=lambda input_name: order.get(input_name, 0))
         by_name = dict(zip(names, range(len(names)), strict=True))
 
-        def predict(*arrays):
+        def run(*arrays):
             feeds = {input_name: arrays[by_name[input_name]].astype(np.float32) for input_name in inputs}
             return session.run(None, feeds)[0]
 
-        return predict
+        def one(x):  # predict_batch_udf counts the inputs from the signature
+            return run(x)
+
+        def two(x, y):
+            return run(x, y)
+
+        return one if len(names) == 1 else two
 
     return predict_batch_udf(
         make_predict_fn, return_type=ArrayType(FloatType()), batch_size=1024, input_tensor_shapes=[*shapes]
@@ -145,8 +151,8 @@ def line(name: str, rows: int, seconds: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nnsql bench spark", description=__doc__.splitlines()[0])
-    parser.add_argument("--mlp-rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    parser.add_argument("--gru-rows", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--mlp-rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--gru-rows", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
     from nnsql.export.spark import session
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(HEADER)
         try:
             for name, arguments, model, table, sizes, shapes in cases:
+                if not sizes:
+                    continue
                 export(model, name, workdir, spark, duckdb_file)
                 udf = onnx_udf(model, name, workdir, shapes)
                 for rows in sizes:
