@@ -20,7 +20,6 @@ from nnsql.export.ir import graph as ir
 from nnsql.export.publish.pipeline import VersionRecord
 from nnsql.export.registry.checks import StoredCheck
 from nnsql.export.spark.generator import FUNCTIONS, SparkGenerator, nested
-from nnsql.export.spark.sqltext import literal
 
 MODELS = "spark_catalog.nnsql.models"
 INSTALLS = "spark_catalog.nnsql.installs"
@@ -210,12 +209,3 @@ class SparkStore:
 def spark_message(error: BaseException) -> str:
     """Spark's first line, without the JVM's stack."""
     return first_line(error)
-
-
-def functions_of(spark: Any, name: str) -> list[str]:
-    """The published functions of a model's database (for reports and tests)."""
-    return [row[0] for row in spark.sql(f"SHOW USER FUNCTIONS IN spark_catalog.{name}").collect()]
-
-
-def quoted(text: str) -> str:
-    return literal(text)
