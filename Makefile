@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Debian packages the tests and demo use (installed only when running as root and missing); iproute2:
 # the pod rehearsal's network namespaces (tests/train/pod_rehearsal.py).
-APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2
+APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2 openjdk-17-jre-headless
 
 .PHONY: setup demo test test-fast lint format bench clean supported ort115 docs wheel
 

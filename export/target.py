@@ -100,6 +100,7 @@ TARGET_MODULES: dict[str, TargetModules] = {
             "nnsql.export.postgres.cube",
         ),
     ),
+    "spark": TargetModules("nnsql.export.spark.__main__", ("nnsql.export.spark.generator",)),
 }
 
 TARGETS: dict[str, Target] = {}

@@ -2,7 +2,7 @@
 that is missing or does not start, with one line naming it, instead of letting its tests skip.
 
 `python -m tests.components` exits 0 when PostgreSQL starts and offers plpython3u, Chromium and its
-driver run, and Fashion-MNIST is where Debian installs it.
+driver run, Java starts (for a local Spark), and Fashion-MNIST is where Debian installs it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,17 @@ def fashion_mnist() -> str | None:
     return f"Fashion-MNIST is not in {imagedata.FASHION_DIRS[0]} (Debian package dataset-fashion-mnist)"
 
 
+def java() -> str | None:
+    """The Spark target's tests start a local Spark, which runs on Java 17 or later."""
+    if shutil.which("java") is None:
+        return "java is not installed (Debian package openjdk-17-jre-headless)"
+    done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60)
+    return None if done.returncode == 0 else f"java does not start: {done.stderr.strip()[-300:]}"
+
+
 CHECKS: dict[str, Callable[[], str | None]] = {
     "PostgreSQL": postgresql,
+    "Java": java,
     "Chromium": chromium,
     "Fashion-MNIST": fashion_mnist,
 }

@@ -13,9 +13,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("export", "train", "serve", "bench", "demo", "imagedata")
 KERAS = ("keras", "tf_keras", "tensorflow", "tf2onnx")
-SQL_TARGETS = ("nnsql.export.duckdb", "nnsql.export.postgres", "nnsql.export.oracle", "nnsql.export.onnx")
+SQL_TARGETS = (
+    "nnsql.export.duckdb",
+    "nnsql.export.postgres",
+    "nnsql.export.oracle",
+    "nnsql.export.onnx",
+    "nnsql.export.spark",
+)
+
 LOWERING = "nnsql.export.ir.lowering.lower"  # the pass; the front end may build with its helpers
-BACK_ENDS = ["export/duckdb", "export/postgres", "export/oracle", "export/ir", "export/codegen"]
+BACK_ENDS = [
+    "export/duckdb",
+    "export/postgres",
+    "export/oracle",
+    "export/spark",
+    "export/ir",
+    "export/codegen",
+]
 
 
 def imported_modules(path: Path, deferred: bool = True) -> set[str]:

@@ -22,7 +22,8 @@ def test_supported_lists_every_target_and_core_layer(capsys):
         "oracle",
         "postgres",
         "postgres+cube",
-        "postgres+plpython |",
+        "postgres+plpython",
+        "spark |",
     ]
 
 
@@ -40,7 +41,8 @@ def test_one_command_compiles_for_any_target(cern_mlp_path, tmp_path, capsys):
         assert help_exit.value.code == 0 and "--script-only" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--model", "m.keras"])
-    assert "nnsql export TARGET ..., TARGET one of duckdb, onnx, oracle, postgres" in capsys.readouterr().err
+    listed = "nnsql export TARGET ..., TARGET one of duckdb, onnx, oracle, postgres, spark"
+    assert listed in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["mysql", "--model", "m.keras"])
     assert "no target 'mysql'" in capsys.readouterr().err

@@ -1,0 +1,207 @@
+"""The Spark target on a real local Spark (local[2], one session for the module's process): the MNIST MLP,
+TF-Spawner's CNN and the Inclusive Classifier (masked GRU, two inputs) scored in plain Spark SQL against
+Keras, a weight off by 1e-4 refused with the previous version still scoring, and a look-alike function in
+another database never called."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from nnsql.export.compile import prepare
+from nnsql.export.errors import ExportError
+from nnsql.export.publish.pipeline import ExportRequest, Prepared, publish
+from nnsql.export.spark.generator import CAPABILITIES
+from nnsql.export.spark.store import SparkStore, row_table
+from tests import models
+from tests.export import mutations
+from tests.fixtures import made_once
+
+TOLERANCE = 1e-5  # float64 Spark against Keras, the bound every float64 target is held to
+SAMPLE_ROWS = 12  # the gate's rows: enough for every pattern of samples.py, few for a lean test
+
+
+def saved(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Path:
+    return made_once(tmp_path_factory, f"spark_{name}", lambda out: models.save(build(), out)) / "model.keras"
+
+
+def export(
+    spark, path: Path, name: str, prepared: Prepared | None = None, samples: Path | None = None
+) -> tuple[Prepared, int]:
+    """Publish the model at `path` as `name` through the gate; returns what was prepared and the version."""
+    request = ExportRequest(
+        model_path=path,
+        name=name,
+        sample_rows=SAMPLE_ROWS,
+        parity_seconds=600,
+        quiet=True,
+        samples_file=samples,
+    )
+    prepared = prepared or prepare(request, CAPABILITIES)
+    record = publish(SparkStore(spark, progress=False), request, prepared, "spark")
+    return prepared, record.version
+
+
+def shortest(prepared: Prepared, count: int = 4) -> np.ndarray:
+    """The sample rows with the fewest values that are not padding: each step of a scan costs Spark
+    thousands of interpreted lambda calls."""
+    inputs = prepared.samples.inputs.values()
+    filled = sum(np.count_nonzero(values.reshape(len(values), -1), axis=1) for values in inputs)
+    return np.sort(np.argsort(filled, kind="stable")[:count])
+
+
+def scored(spark, prepared: Prepared, sql: str, rows: np.ndarray | None = None) -> list:
+    """`sql` (reading the view `events`) over the sample rows (or `rows` of them), in row order."""
+    inputs = prepared.samples.inputs
+    if rows is not None:
+        inputs = {key: values[rows] for key, values in inputs.items()}
+    spark.createDataFrame(row_table(inputs, prepared.graph)).createOrReplaceTempView("events")
+    return [row[0] for row in spark.sql(sql + " ORDER BY _nn_row").collect()]
+
+
+def keras_scores(path: Path, prepared: Prepared, rows: np.ndarray) -> np.ndarray:
+    import keras
+
+    feeds = [prepared.samples.inputs[spec.name][rows] for spec in prepared.graph.inputs]
+    return keras.saving.load_model(path).predict(feeds if len(feeds) > 1 else feeds[0], verbose=0)
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict[str, Path]:
+    return {
+        "mnist": saved(tmp_path_factory, "mlp", models.cern_mlp),
+        "cnn": saved(tmp_path_factory, "cnn", models.tf_spawner_cnn),
+        "higgs": saved(tmp_path_factory, "gru", models.inclusive_classifier),
+    }
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory) -> Path:
+    """Events as CERN's are: particle lists zero-padded after 20 to 185 particles (a scan over all 801
+    steps of every sample row would cost the test minutes in Spark's interpreted lambdas)."""
+    particles, features = models.padded_events(SAMPLE_ROWS)
+    path = tmp_path_factory.mktemp("events") / "events.npz"
+    np.savez(path, gru_input=particles, hlf_input=features)
+    return path
+
+
+@pytest.fixture(scope="module")
+def published(spark, paths, events):
+    """Each model exported once for the module: name → what was prepared."""
+    done: dict[str, Prepared] = {}
+
+    def get(name: str) -> Prepared:
+        if name not in done:
+            samples = events if name == "higgs" else None
+            done[name] = export(spark, paths[name], name, samples=samples)[0]
+        return done[name]
+
+    return get
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [("mnist", "features"), ("cnn", "image"), ("higgs", "gru_input, hlf_input")],
+)
+def test_scores_in_plain_spark_sql_match_keras(spark, paths, published, name, arguments):
+    prepared = published(name)
+    rows = shortest(prepared)
+    expected = keras_scores(paths[name], prepared, rows)
+    answers = f"named_struct('p', {name}.predict_proba({arguments}), 'l', {name}.label({arguments}))"
+    sql = f"SELECT {answers} FROM events"
+    answers = scored(spark, prepared, sql, rows)
+    assert np.abs(np.array([answer.p for answer in answers]) - expected).max() <= TOLERANCE
+    assert [answer.l for answer in answers] == [prepared.graph.classes[i] for i in expected.argmax(axis=1)]
+
+
+def test_sequences_are_arrays_of_steps_in_float(spark, paths, published):
+    """The Inclusive Classifier's particles arrive as array<array<float>>, one array per particle."""
+    prepared = published("higgs")
+    rows = shortest(prepared)
+    inputs = {key: values[rows] for key, values in prepared.samples.inputs.items()}
+    table = row_table(inputs, prepared.graph)
+    assert table.schema.field("gru_input").type == pa.list_(pa.list_(pa.float64()))
+    frame = spark.createDataFrame(table).selectExpr(
+        "_nn_row", "CAST(gru_input AS ARRAY<ARRAY<FLOAT>>) AS g", "CAST(hlf_input AS ARRAY<FLOAT>) AS h"
+    )
+    frame.createOrReplaceTempView("floats")
+    answers = spark.sql("SELECT higgs.score(g, h) FROM floats ORDER BY _nn_row").collect()
+    expected = keras_scores(paths["higgs"], prepared, rows).argmax(axis=1)
+    assert [answer[0] for answer in answers] == list(expected)
+
+
+def test_weight_off_by_1e4_is_refused_and_the_previous_version_scores(spark, tmp_path):
+    true_path = models.save(mutations.dense(), tmp_path / "true")
+    faulty_path = mutations.with_faulty_weights(true_path, "weight_1e-4", tmp_path / "faulty")
+    prepared, version = export(spark, true_path, "mutant")
+    request = ExportRequest(model_path=faulty_path, name="mutant", sample_rows=SAMPLE_ROWS, quiet=True)
+    faulty = replace(prepared, graph=prepare(request, CAPABILITIES).graph)  # compared with the true model
+    with pytest.raises(ExportError, match="parity"):
+        export(spark, true_path, "mutant", faulty)
+    before = scored(spark, prepared, f"SELECT mutant.predict_v{version}(features) FROM events")
+    assert scored(spark, prepared, "SELECT mutant.predict(features) FROM events") == before
+    functions = {row[0] for row in spark.sql("SHOW USER FUNCTIONS IN mutant").collect()}
+    assert not any(function.endswith(f"_v{version + 1}") for function in functions)
+
+
+def test_a_look_alike_function_elsewhere_is_never_called(spark, tmp_path):
+    """Another user's database, current in the session, holds functions of the same names."""
+    path = models.save(mutations.dense(), tmp_path / "model")
+    spark.sql("CREATE DATABASE IF NOT EXISTS squatter")
+    for function in ("predict_v1", "predict_proba_v1", "predict", "score_v1"):
+        spark.sql(
+            f"CREATE OR REPLACE FUNCTION squatter.{function}(features ARRAY<DOUBLE>) RETURNS ARRAY<DOUBLE> "
+            "RETURN CAST(raise_error('the look-alike was called') AS ARRAY<DOUBLE>)"
+        )
+    spark.sql("USE squatter")
+    try:
+        prepared, _ = export(spark, path, "honest")
+        answers = scored(spark, prepared, "SELECT honest.score(features) FROM events")
+    finally:
+        spark.sql("USE default")
+    assert answers == list(prepared.gate.expected(np.arange(prepared.samples.rows)).argmax(axis=1))
+
+
+def test_pyspark_columns_call_the_published_functions(spark, paths, published):
+    from nnsql import spark as nn
+
+    prepared = published("higgs")
+    rows = shortest(prepared)
+    inputs = {key: values[rows] for key, values in prepared.samples.inputs.items()}
+    frame = spark.createDataFrame(row_table(inputs, prepared.graph))
+    frame = frame.withColumn("p", nn.predict_proba("higgs", "gru_input", "hlf_input")).orderBy("_nn_row")
+    probabilities = np.array([row.p for row in frame.select("p").collect()])
+    assert np.abs(probabilities - keras_scores(paths["higgs"], prepared, rows)).max() <= TOLERANCE
+
+
+def test_the_command_publishes_and_prints_a_fresh_sessions_settings(spark, tmp_path, capsys):
+    from nnsql.export.spark.__main__ import main
+
+    path = models.save(mutations.dense(), tmp_path / "model")
+    options = ["--model", str(path), "--warehouse", str(tmp_path / "wh"), "--quiet"]
+    options += ["--sample-rows", str(SAMPLE_ROWS), "--parity-seconds", "600"]
+    assert main([*options, "--name", "small"]) == 0
+    out = capsys.readouterr().out
+    assert "published small version 1" in out
+    assert "spark.sql.warehouse.dir" in out.splitlines()[-2]
+    assert spark.sql("SELECT small.score(array(1D, 2D, 3D, 4D, 5D, 6D, 7D, 8D))").collect()[0][0] in range(4)
+
+
+def test_bad_input_is_one_line_and_the_session_survives(spark, published, tmp_path, capsys):
+    from nnsql.export.spark.__main__ import main
+
+    path = models.save(models.with_unsupported_activation(), tmp_path / "model")
+    assert main(["--model", str(path), "--name", "refused", "--warehouse", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "sparsemax" in err and len(err.splitlines()) == 1
+    published("mnist")
+    message = ""
+    try:
+        spark.sql("SELECT mnist.score(array(1D, 2D))").collect()
+    except Exception as error:  # the wrong length, named in Spark's first line
+        message = str(error).splitlines()[0]
+    assert "mnist: features must have 784 values, got 2" in message
