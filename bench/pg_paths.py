@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from nnsql.bench.scoring import best_seconds
+from .scoring import best_seconds
 
 
 def fetch_all(connection: Any, query: str) -> list:

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model import check_labels
-from nnsql.export.frontend.model_file import first_line
-from nnsql.export.frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish import budget, parity
-from nnsql.export.publish.pipeline import ExportRequest
+from .errors import ExportError
+from .frontend.model import check_labels
+from .frontend.model_file import first_line
+from .frontend.model_limits import DEFAULT_MAX_ACTIVATIONS, DEFAULT_MAX_PARAMETERS, Limits
+from .ir import graph as ir
+from .publish import budget, parity
+from .publish.pipeline import ExportRequest
 
 
 class OneLineParser(argparse.ArgumentParser):

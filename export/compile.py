@@ -21,16 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nnsql.export.frontend.model import to_graph, trace
-from nnsql.export.frontend.outputs import output_kinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.passes.check import check
-from nnsql.export.passes.frontend import front_end
-from nnsql.export.passes.load import load
-from nnsql.export.passes.lower import lower
-from nnsql.export.passes.optimise import optimise
-from nnsql.export.passes.reference import reference
-from nnsql.export.publish.pipeline import (
+from .frontend.model import to_graph, trace
+from .frontend.outputs import output_kinds
+from .ir import graph as ir
+from .passes.check import check
+from .passes.frontend import front_end
+from .passes.load import load
+from .passes.lower import lower
+from .passes.optimise import optimise
+from .passes.reference import reference
+from .publish.pipeline import (
     ExportRequest,
     Prepared,
     Store,
@@ -38,7 +38,7 @@ from nnsql.export.publish.pipeline import (
     describe_kind,
     publish,
 )
-from nnsql.export.target import Capabilities
+from .target import Capabilities
 
 AnyStore = TypeVar("AnyStore", bound=Store)
 

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nnsql.export.errors import ExportError
+from .errors import ExportError
 
 DEFAULT_ENVIRONMENT = "DATABASE_URL"
 

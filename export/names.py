@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from nnsql.export.errors import InvalidName
+from .errors import InvalidName
 
 _PLAIN_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 # Schemas the tool itself owns or that databases reserve; a model may not take them.

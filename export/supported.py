@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nnsql.export.frontend.core import LOWERED_ACTIVATIONS
-from nnsql.export.frontend.layers import PRODUCES, REFUSES
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
-from nnsql.export.ir.lowering import BODY_KINDS
-from nnsql.export.target import TARGETS, load_all
+from .frontend.core import LOWERED_ACTIVATIONS
+from .frontend.layers import PRODUCES, REFUSES
+from .ir import graph as ir
+from .ir import kinds
+from .ir.lowering import BODY_KINDS
+from .target import TARGETS, load_all
 
 
 def support_matrix() -> list[tuple[str, str, dict[str, bool]]]:

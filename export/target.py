@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nnsql.export.errors import ExportError, UnsupportedLayer
-from nnsql.export.ir import graph as ir
+from .errors import ExportError, UnsupportedLayer
+from .ir import graph as ir
 
 
 @dataclass(frozen=True)

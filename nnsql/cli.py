@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nnsql
-from nnsql import quiet
+
+from . import quiet
 
 
 @dataclass(frozen=True)

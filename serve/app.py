@@ -14,14 +14,14 @@ from flask import Flask, Response, g, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from nnsql.serve import accesslog, tfserving, v2, web
-from nnsql.serve.accesslog import ACCESS_LOG
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.extensions import routes as extensions
-from nnsql.serve.gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
-from nnsql.serve.handling import body_limit
-from nnsql.serve.metrics import Metrics
-from nnsql.serve.repository import ModelRepository
+from . import accesslog, tfserving, v2, web
+from .accesslog import ACCESS_LOG
+from .errors import ScoringError
+from .extensions import routes as extensions
+from .gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
+from .handling import body_limit
+from .metrics import Metrics
+from .repository import ModelRepository
 
 DEFAULTS: dict[str, Any] = {
     "REPO": "model_repository",

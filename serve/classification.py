@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.serve.errors import bad_request
+from .errors import bad_request
 
 MAX_CLASS_COUNT = 1 << 16
 

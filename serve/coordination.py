@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nnsql.serve import tritonrepo
-from nnsql.serve.validation import InvalidVersion
+from . import tritonrepo
+from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving

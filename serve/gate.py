@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from nnsql.serve.errors import ScoringError, capped
+from .errors import ScoringError, capped
 
 OPEN_PATHS = ("/v2/health/", "/openapi.json", "/static/")  # served without an API key
 KEY_REFUSED = "missing or invalid API key: send Authorization: Bearer <key>"

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 from flask import current_app, g, request
 
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.metrics import Metrics
-from nnsql.serve.repository import LoadedModel, ModelRepository
-from nnsql.serve.tensors import check_tokens, load_json
-from nnsql.serve.validation import bounded
+from .errors import ScoringError
+from .metrics import Metrics
+from .repository import LoadedModel, ModelRepository
+from .tensors import check_tokens, load_json
+from .validation import bounded
 
 BYTES_PER_JSON_VALUE = 24  # generous upper bound for one number in JSON, separators included
 

@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import simdjson
 
-from nnsql.serve.errors import ScoringError, bad_request, capped
+from .errors import ScoringError, bad_request, capped
 
 STRUCTURE = b",[{"  # each value of a document but the first follows one of these bytes
 LARGE_BODY = 1 << 20  # bytes: bodies from this size on wait for a parse slot

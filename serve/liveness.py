@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnsql.serve.coordination import read_json, write_json
+from .coordination import read_json, write_json
 
 BEAT_SECONDS = 1.0
 TICKS = os.sysconf("SC_CLK_TCK")

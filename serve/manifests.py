@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 import nnsql
-from nnsql.serve import options
+
+from . import options
 
 Manifest = dict[str, Any]
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.serve import rundir
-from nnsql.serve.coordination import Coordinator
-from nnsql.serve.gate import read_admin_key, read_api_keys
-from nnsql.serve.listening import StartError, listen, probe, spread
-from nnsql.serve.liveness import Watch, beat_path
-from nnsql.serve.worker import ENVIRONMENT
+from . import rundir
+from .coordination import Coordinator
+from .gate import read_admin_key, read_api_keys
+from .listening import StartError, listen, probe, spread
+from .liveness import Watch, beat_path
+from .worker import ENVIRONMENT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GIVE_UP_AFTER = 3  # start-up failures in a row of one worker (it died before it served) stop the server

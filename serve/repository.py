@@ -20,12 +20,13 @@ import numpy as np
 import onnxruntime
 
 from nnsql.export.onnx.fileformat import kind_of
-from nnsql.serve import tritonrepo
-from nnsql.serve.batching import Batcher
-from nnsql.serve.coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
-from nnsql.serve.errors import ScoringError, bad_request, capped, not_found
-from nnsql.serve.snapshot import take as take_snapshot
-from nnsql.serve.validation import bounded, check_version
+
+from . import tritonrepo
+from .batching import Batcher
+from .coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
+from .errors import ScoringError, bad_request, capped, not_found
+from .snapshot import take as take_snapshot
+from .validation import bounded, check_version
 
 LOG = logging.getLogger("nnsql.serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds

@@ -35,7 +35,7 @@ from urllib.parse import unquote_to_bytes
 import httptools
 import orjson
 
-from nnsql.serve.gate import Headers, Refusal
+from .gate import Headers, Refusal
 
 LOG = logging.getLogger("nnsql.serve.server")
 Admit = Callable[[str, str, str, Headers], Refusal | int]

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
-from nnsql.serve import tritonrepo
-from nnsql.serve.validation import InvalidVersion
+
+from . import tritonrepo
+from .validation import InvalidVersion
 
 
 @dataclass(frozen=True)

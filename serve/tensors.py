@@ -11,11 +11,11 @@ from typing import Any, Literal
 import numpy as np
 import simdjson
 
-from nnsql.serve import classification
-from nnsql.serve.errors import ScoringError, bad_request, capped
-from nnsql.serve.jsonbody import check_values, document, loads
-from nnsql.serve.repository import LoadedModel
-from nnsql.serve.validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
+from . import classification
+from .errors import ScoringError, bad_request, capped
+from .jsonbody import check_values, document, loads
+from .repository import LoadedModel
+from .validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 MAX_ID_CHARS = 256  # the request's "id", echoed in the answer

@@ -8,12 +8,13 @@ import numpy as np
 from flask import Blueprint, Response, jsonify
 
 from nnsql.export.onnx import fileformat as kinds
-from nnsql.serve.errors import bad_request, not_found
-from nnsql.serve.handling import infer, max_values, read_body, repository, require_json
-from nnsql.serve.jsonbody import holds_booleans
-from nnsql.serve.repository import LoadedModel
-from nnsql.serve.tensors import check_finite, decode_tfserving, expected_shape, load_json, to_array
-from nnsql.serve.validation import V2_DATATYPES
+
+from .errors import bad_request, not_found
+from .handling import infer, max_values, read_body, repository, require_json
+from .jsonbody import holds_booleans
+from .repository import LoadedModel
+from .tensors import check_finite, decode_tfserving, expected_shape, load_json, to_array
+from .validation import V2_DATATYPES
 
 blueprint = Blueprint("tfserving", __name__)
 SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|:classify|/metadata)?")

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf import text_format
 
-from nnsql.serve.validation import InvalidVersion
+from .validation import InvalidVersion
 
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILE = "model.onnx"
@@ -182,7 +182,7 @@ def tensor_specs(tensors: Any, batched: bool, role: str) -> list[dict]:
 def graph_specs(arguments: list[Any]) -> list[dict]:
     """Specs from the ONNX graph, for a config that declares no inputs or outputs (Triton completes an
     ONNX model's configuration from the graph the same way)."""
-    from nnsql.serve.validation import onnx_shape
+    from .validation import onnx_shape
 
     specs = []
     for argument in arguments:

@@ -8,10 +8,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from nnsql.export.onnx.fileformat import kind_parameters
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.handling import JSON_TYPES, infer, max_values, read_body, repository
-from nnsql.serve.repository import LoadedModel
-from nnsql.serve.tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
+
+from .errors import ScoringError
+from .handling import JSON_TYPES, infer, max_values, read_body, repository
+from .repository import LoadedModel
+from .tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
 
 blueprint = Blueprint("v2", __name__)
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]

@@ -9,11 +9,12 @@ import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
 from nnsql.export.onnx import fileformat as outputs
-from nnsql.serve.errors import bad_request
-from nnsql.serve.handling import infer, metrics, read_json, repository, require_json
-from nnsql.serve.openapi import document
-from nnsql.serve.repository import LoadedModel
-from nnsql.serve.tensors import check_finite, to_array
+
+from .errors import bad_request
+from .handling import infer, metrics, read_json, repository, require_json
+from .openapi import document
+from .repository import LoadedModel
+from .tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
 STATIC = Path(__file__).parent / "static"

@@ -18,8 +18,8 @@ import glob
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nnsql.train import objectstore, staging
-from nnsql.train.distributed import worker_count, worker_index
+from . import objectstore, staging
+from .distributed import worker_count, worker_index
 
 READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
 SHARD_POLICIES = ("file", "data")

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnsql.train import objectstore
-from nnsql.train.objectstore import DataError, StoredObject
+from . import objectstore
+from .objectstore import DataError, StoredObject
 
 OBJECT_DEADLINE = 900.0
 STAGING_DEADLINE = 7200.0
@@ -187,7 +187,7 @@ def report(**event: object) -> None:
 
 def child_main() -> None:
     """The child: list, shard, stage, reporting each step as a JSON line on stdout."""
-    from nnsql.train.data import shard_files
+    from .data import shard_files
 
     request = Request(**json.loads(sys.stdin.read()))
     try:

@@ -14,9 +14,9 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
+from ..ir import graph as ir
+from ..ir import kinds
+from .sqltext import literal
 
 ROOT = Path(__file__).resolve().parents[2]
 

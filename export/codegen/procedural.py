@@ -8,9 +8,9 @@ scan over time steps is shared: see ir.Scan for its rules.
 
 from __future__ import annotations
 
-from nnsql.export.codegen.generator import Generator
-from nnsql.export.ir import graph as ir
-from nnsql.export.target import emitter
+from ..ir import graph as ir
+from ..target import emitter
+from .generator import Generator
 
 
 def indented(statements: list[str]) -> list[str]:

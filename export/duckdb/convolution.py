@@ -9,8 +9,8 @@ lambda slices a list it captures. The weights' lambda over the filters reads eac
 
 from __future__ import annotations
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import windows
+from ..ir import graph as ir
+from ..ir import windows
 
 ZIP_LIMIT = 256  # most lists zipped in one list_zip (a pixel's channels, a window's pixels)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nnsql.export.duckdb import convolution
-from nnsql.export.ir import activations
-from nnsql.export.ir import graph as ir
+from ..ir import activations
+from ..ir import graph as ir
+from . import convolution
 
 FUSED_KINDS = ("Slice", "Binary", "ActivationNode", "Concatenate", "Reshape")
 SCALAR_ACTIVATIONS = {

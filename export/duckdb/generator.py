@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from nnsql.export.codegen.generator import Dialect, Generator, render_template
-from nnsql.export.codegen.sqlformat import wrap
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.duckdb import convolution, fusion
-from nnsql.export.duckdb.fusion import SCALAR_ACTIVATIONS, scalar_activation
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
-from nnsql.export.ir.graph import FLOAT32_MAX
-from nnsql.export.target import Capabilities, emitted_kinds, emitter, register
+from ..codegen.generator import Dialect, Generator, render_template
+from ..codegen.sqlformat import wrap
+from ..codegen.sqltext import literal
+from ..ir import graph as ir
+from ..ir import kinds
+from ..ir.graph import FLOAT32_MAX
+from ..target import Capabilities, emitted_kinds, emitter, register
+from . import convolution, fusion
+from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 
 TARGET = "duckdb"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"

@@ -11,11 +11,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from nnsql.export.duckdb.generator import TEMPLATES, DuckDBGenerator
-from nnsql.export.duckdb.trust import check_file
-from nnsql.export.errors import ExportError, ScoringFailure, first_line
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish.store import RegistryStore
+from ..errors import ExportError, ScoringFailure, first_line
+from ..ir import graph as ir
+from ..publish.store import RegistryStore
+from .generator import TEMPLATES, DuckDBGenerator
+from .trust import check_file
 
 TENSOR_SCHEMA = pa.schema(
     [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from nnsql.export.errors import ExportError
+from ..errors import ExportError
 
 # The macros the exporter creates in a model's schema (sql/duckdb/model.sql.j2); called qualified.
 OWN_MACROS = [

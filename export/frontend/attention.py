@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, Outputs, converts, describe
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.builder import Builder
+from ..ir import graph as ir
+from ..ir.builder import Builder
+from .base import Context, Outputs, converts, describe
 
 MASKED = -1.0e9  # the score of a masked position, as Keras's attention writes it
 FLOOR = -700.0  # softmax's exp arguments are kept above this (their weight is below 1e-304 anyway)

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nnsql.export.errors import UnsupportedLayer
-from nnsql.export.ir import graph as ir
-from nnsql.export.names import SQL_KEYWORDS
+from ..errors import UnsupportedLayer
+from ..ir import graph as ir
+from ..names import SQL_KEYWORDS
 
 # A converter returns an IR node (or several, the last one being the layer's value), the name of an
 # existing value when the layer is an identity, or `Outputs` for a layer with several outputs.

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, activation_name, converts, describe
-from nnsql.export.ir import graph as ir
+from ..ir import graph as ir
+from .base import Context, activation_name, converts, describe
 
 
 def output_length(size: int, window: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, converts
-from nnsql.export.frontend.convolution import convolution, window_indices
-from nnsql.export.frontend.spatial import not_masked, pair, spatial_shape
-from nnsql.export.ir import graph as ir
+from ..ir import graph as ir
+from .base import Context, converts
+from .convolution import convolution, window_indices
+from .spatial import not_masked, pair, spatial_shape
 
 CHANNELS_FIRST = "data_format='channels_first', a masked input"
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, activation_name, converts, describe, input_tensor
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.lowering import grouped_softmax
+from ..ir import graph as ir
+from ..ir.lowering import grouped_softmax
+from .base import Context, activation_name, converts, describe, input_tensor
 
 # Activations over a vector that the front end builds from primitives (lowering.grouped_softmax).
 LOWERED_ACTIVATIONS = ("log_softmax",)

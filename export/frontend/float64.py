@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model_file import first_line
+from ..errors import ExportError
+from .model_file import first_line
 
 # The rebuilt model's predictions, several outputs joined row by row, for inputs in the model's order.
 Predictor = Callable[[list[np.ndarray]], np.ndarray]
@@ -47,7 +47,7 @@ def float64_model(model: Any) -> Any:
         if type(model).__module__.startswith("tf_keras"):
             import tf_keras
 
-            from nnsql.export.frontend.model_code import legacy_tf_activations
+            from .model_code import legacy_tf_activations
 
             rebuilt = tf_keras.models.model_from_config(
                 {"class_name": type(model).__name__, "config": float64_config(model.get_config())},

@@ -2,7 +2,7 @@
 Keras layer the front end converts, so its CONVERTERS and PRODUCES are complete (base.py's are filled as
 modules register). A new layer family is a module in this folder that uses `@converts`, listed here."""
 
-from nnsql.export.frontend import (  # noqa: F401  importing a module registers its converters
+from . import (  # noqa: F401  importing a module registers its converters
     activations,
     attention,
     convolution,
@@ -15,6 +15,6 @@ from nnsql.export.frontend import (  # noqa: F401  importing a module registers 
     reshaping,
     spatial,
 )
-from nnsql.export.frontend.base import CONVERTERS, PRODUCES, REFUSES
+from .base import CONVERTERS, PRODUCES, REFUSES
 
 __all__ = ["CONVERTERS", "PRODUCES", "REFUSES"]

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, describe
-from nnsql.export.ir import graph as ir
+from ..ir import graph as ir
+from .base import Context, describe
 
 
 def masked_average(layer: Any, x: str, ctx: Context, steps: int, channels: int) -> tuple[ir.Node, ...]:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, converts, describe
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.builder import Builder
-from nnsql.export.ir.layout import step_permutation
+from ..ir import graph as ir
+from ..ir.builder import Builder
+from ..ir.layout import step_permutation
+from .base import Context, converts, describe
 
 OPS = {
     "Add": "add",

@@ -18,20 +18,20 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.errors import ExportError, UnsupportedLayer
-from nnsql.export.frontend.base import Context, Outputs, positional_tensors
-from nnsql.export.frontend.layers import CONVERTERS
-from nnsql.export.frontend.model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
-from nnsql.export.frontend.model_file import ModelFile, first_line, read_model_file
-from nnsql.export.frontend.model_limits import (
+from ..errors import ExportError, UnsupportedLayer
+from ..ir import graph as ir
+from ..ir.kinds import check_classes
+from .base import Context, Outputs, positional_tensors
+from .layers import CONVERTERS
+from .model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
+from .model_file import ModelFile, first_line, read_model_file
+from .model_limits import (
     DEFAULT_LIMITS,
     Limits,
     check_finite_weights,
     check_sizes,
     tf_keras_config,
 )
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.kinds import check_classes
 
 
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model_file import ModelFile
+from ..errors import ExportError
+from .model_file import ModelFile
 
 TRUST_ADVICE = "pass --trust-model-code only if you trust the file's author"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.errors import ExportError
+from ..errors import ExportError
 
 FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
 MAX_CONFIG_BYTES = 64 << 20  # a model's configuration is kilobytes; a bigger one is not read

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model_code import legacy_tf_activations
-from nnsql.export.frontend.model_file import ModelFile, first_line
+from ..errors import ExportError
+from .model_code import legacy_tf_activations
+from .model_file import ModelFile, first_line
 
 DEFAULT_MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights; the reference MLP has 79,510
 DEFAULT_MAX_ACTIVATIONS = 10_000_000  # values one layer outputs per row (40 MB of float32)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, converts, describe
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.builder import Builder, moved_last
+from ..ir import graph as ir
+from ..ir.builder import Builder, moved_last
+from .base import Context, converts, describe
 
 KERAS_EPSILON = 1e-7  # keras.backend.epsilon(), Normalization's floor on the standard deviation
 

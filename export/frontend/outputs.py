@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
+from ..errors import ExportError
+from ..ir import graph as ir
+from ..ir import kinds
 
 REGRESSION_LOSSES = frozenset(
     {
@@ -171,7 +171,7 @@ def last_activation(tensor: Any) -> str | None:
         layer = history[0]
         if type(layer).__name__ not in PASS_THROUGH:
             return activation_of(layer)
-        from nnsql.export.frontend.base import positional_tensors
+        from .base import positional_tensors
 
         tensors = positional_tensors(layer._inbound_nodes[history[1]])
         if len(tensors) != 1:

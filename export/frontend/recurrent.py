@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, Outputs, activation_name, converts, describe, input_tensor
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.layout import step_permutation
+from ..ir import graph as ir
+from ..ir.layout import step_permutation
+from .base import Context, Outputs, activation_name, converts, describe, input_tensor
 
 CELLS = {"GRU": "gru", "LSTM": "lstm", "SimpleRNN": "simple"}
 RNN_OPTIONS = "return_state, stateful, time_major, sequences of variable length"

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.frontend.base import Context, converts, describe, input_tensor
-from nnsql.export.frontend.convolution import convolution, window_indices, without_padding
-from nnsql.export.frontend.masked_pooling import masked_average
-from nnsql.export.ir import graph as ir
+from ..ir import graph as ir
+from .base import Context, converts, describe, input_tensor
+from .convolution import convolution, window_indices, without_padding
+from .masked_pooling import masked_average
 
 
 def spatial_shape(layer: Any, ctx: Context) -> tuple[int, int, int]:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.lowering import grouped_softmax
+from . import graph as ir
+from .lowering import grouped_softmax
 
 
 def moved_last(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
+from ..errors import ExportError
+from . import graph as ir
 
 THRESHOLD = 0.5  # Keras's: binary_accuracy and a user's `p > 0.5`
 FUNCTIONS = ("predict", "predict_proba", "predict_logits", "score", "label", "labels")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
+from ..errors import ExportError
+from . import graph as ir
 
 # The node kinds a scan's body is made of: a target that runs scans implements these too.
 BODY_KINDS = frozenset({"Dense", "Slice", "Binary", "Concatenate", "ActivationNode"})

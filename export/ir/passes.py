@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nnsql.export.ir import graph as ir
+from . import graph as ir
 
 
 def consumers(nodes: list[ir.Node], output: str) -> Counter[str]:

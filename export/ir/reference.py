@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from nnsql.export.errors import UnsupportedLayer
-from nnsql.export.ir import graph as ir
+from ..errors import UnsupportedLayer
+from . import graph as ir
 
 TARGET = "reference"
 

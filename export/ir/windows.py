@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnsql.export.ir import graph as ir
+from . import graph as ir
 
 
 def aligned(indices: np.ndarray, width: int) -> bool:

@@ -4,8 +4,8 @@ tests/export/test_zoo.py and the parity grid prove it layer by layer with onnxru
 
 from __future__ import annotations
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.target import Capabilities, register
+from ..ir import graph as ir
+from ..target import Capabilities, register
 
 
 def node_kinds() -> frozenset[str]:

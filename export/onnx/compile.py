@@ -11,19 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.frontend import float64
-from nnsql.export.frontend.model import load_model, read_metadata
-from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
-from nnsql.export.frontend.outputs import OutputKinds, output_kinds
-from nnsql.export.names import check_model_name
-from nnsql.export.onnx.emit import output_names
-from nnsql.export.onnx.repository import sha256_of
-from nnsql.export.onnx.samples import Samples, sample_sets, scored_sets, token_inputs
-from nnsql.export.onnx.store import RepositoryStore
-from nnsql.export.onnx.verify import Meaning, check_parity, kept_check
-from nnsql.export.publish import budget, parity
-from nnsql.export.publish.pipeline import describe_kind
-from nnsql.export.registry.carry import carried_classes
+from ..frontend import float64
+from ..frontend.model import load_model, read_metadata
+from ..frontend.model_limits import DEFAULT_LIMITS, Limits
+from ..frontend.outputs import OutputKinds, output_kinds
+from ..names import check_model_name
+from ..publish import budget, parity
+from ..publish.pipeline import describe_kind
+from ..registry.carry import carried_classes
+from .emit import output_names
+from .repository import sha256_of
+from .samples import Samples, sample_sets, scored_sets, token_inputs
+from .store import RepositoryStore
+from .verify import Meaning, check_parity, kept_check
 
 
 def export(

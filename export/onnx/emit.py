@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.model import is_legacy
+from ..errors import ExportError
+from ..frontend.model import is_legacy
 
 TARGET = "onnx"
 # The first output's name, by its kind: what HTTP clients ask for.
@@ -23,7 +23,7 @@ def convert(model: Any, path: Path, opset: int | None = None, kind: str = "proba
     it implements); None: the converter's."""
     import onnx
 
-    from nnsql.export.onnx.tf2onnx_ops import fix_transposed_padding, register
+    from .tf2onnx_ops import fix_transposed_padding, register
 
     register()
     try:

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend import float64
-from nnsql.export.frontend.base import Context
-from nnsql.export.frontend.model import load_model, read_metadata
-from nnsql.export.onnx.flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
-from nnsql.export.publish import budget, parity
-from nnsql.export.publish.gate import fully_masked
-from nnsql.export.publish.samples import SampleSet
+from ..errors import ExportError
+from ..frontend import float64
+from ..frontend.base import Context
+from ..frontend.model import load_model, read_metadata
+from ..publish import budget, parity
+from ..publish.gate import fully_masked
+from ..publish.samples import SampleSet
+from .flatten import FEATURES, Segment, flat_rows, flatten_inputs, producer, two_class_output
 
 OUTPUT = "probabilities"  # the first output's name after `convert`
 
@@ -105,7 +105,7 @@ def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> F
     """Convert at `opset`, flatten the inputs and shape the output (the model must have been called)."""
     import onnx
 
-    from nnsql.export.onnx import emit
+    from . import emit
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "model.onnx"
@@ -125,7 +125,7 @@ def build(keras_model: Any, source_metadata: dict, opset: int, target: str) -> F
 
 
 def score_flat(session: Any, rows: np.ndarray, start: int, stop: int) -> np.ndarray:
-    from nnsql.export.publish.pipeline import joined
+    from ..publish.pipeline import joined
 
     return joined(session.run(None, {FEATURES: rows[start:stop]}))
 
@@ -170,7 +170,7 @@ def prepare(
     progress: bool,
 ) -> tuple[FlatModel, Verified]:
     """Load the model, convert and flatten it, and check its parity on sample rows."""
-    from nnsql.export.onnx.samples import keras_predict, sample_sets
+    from .samples import keras_predict, sample_sets
 
     keras_model = load_model(model_path)
     metadata = read_metadata(model_path)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
+from ..errors import ExportError
 
 FEATURES = "features"
 PREFIX = "nnsql_wrapper_"

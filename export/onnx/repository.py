@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from nnsql.export.errors import ExportError
-from nnsql.export.onnx.fileformat import METADATA_FILE
+from ..errors import ExportError
+from .fileformat import METADATA_FILE
 
 PUBLISH_ATTEMPTS = 20
 STAGING_PREFIX = ".staging-"

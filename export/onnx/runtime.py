@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.publish import budget
-from nnsql.export.publish.pipeline import joined
-from nnsql.export.publish.samples import SampleSet
+from ..errors import ExportError
+from ..publish import budget
+from ..publish.pipeline import joined
+from ..publish.samples import SampleSet
 
 TARGET = "onnx"
 

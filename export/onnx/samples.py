@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.float64 import Predictor
-from nnsql.export.ir import graph as ir
-from nnsql.export.onnx.capabilities import CAPABILITIES
-from nnsql.export.publish.gate import Gate, gate_for, refuse_nonfinite
-from nnsql.export.publish.pipeline import joined, output_columns
-from nnsql.export.publish.samples import SampleSet
+from ..errors import ExportError
+from ..frontend.float64 import Predictor
+from ..ir import graph as ir
+from ..publish.gate import Gate, gate_for, refuse_nonfinite
+from ..publish.pipeline import joined, output_columns
+from ..publish.samples import SampleSet
+from .capabilities import CAPABILITIES
 
 TARGET = CAPABILITIES.target
 
@@ -63,8 +63,8 @@ def sample_sets(
     kinds: tuple[str, ...] | None = None,
     classes: tuple[str, ...] | None = None,
 ) -> list[Samples]:
-    from nnsql.export.compile import to_ir
-    from nnsql.export.publish.samples import sample_inputs
+    from ..compile import to_ir
+    from ..publish.samples import sample_inputs
 
     try:
         labels = tuple(metadata.get("classes", ())) if classes is None else classes

@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.errors import ExportError
-from nnsql.export.onnx import emit
-from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
-from nnsql.export.onnx.repository import publish, staging
-from nnsql.export.registry.repository import CHECK_FILE, active_version, follow_export
+from ..errors import ExportError
+from ..registry.repository import CHECK_FILE, active_version, follow_export
+from . import emit
+from .fileformat import METADATA_FILE, MODEL_FILE
+from .repository import publish, staging
 
 
 class RepositoryStore:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from nnsql.export.onnx import fileformat as scorer
-from nnsql.export.onnx.runtime import batch_predict, load_session
-from nnsql.export.onnx.samples import TARGET, Samples
-from nnsql.export.publish import budget, parity
-from nnsql.export.publish.gate import Gate
-from nnsql.export.publish.pipeline import spread
-from nnsql.export.registry.checks import STORED_ROWS, stored_check
+from ..publish import budget, parity
+from ..publish.gate import Gate
+from ..publish.pipeline import spread
+from ..registry.checks import STORED_ROWS, stored_check
+from . import fileformat as scorer
+from .runtime import batch_predict, load_session
+from .samples import TARGET, Samples
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from nnsql.export.codegen.generator import Dialect, render_template
-from nnsql.export.codegen.procedural import ProceduralGenerator
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.errors import ExportError, InvalidName
-from nnsql.export.ir import activations, kinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.names import check_model_name
-from nnsql.export.target import Capabilities, emitted_kinds, register
+from ..codegen.generator import Dialect, render_template
+from ..codegen.procedural import ProceduralGenerator
+from ..codegen.sqltext import literal
+from ..errors import ExportError, InvalidName
+from ..ir import activations, kinds
+from ..ir import graph as ir
+from ..names import check_model_name
+from ..target import Capabilities, emitted_kinds, register
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 
-from nnsql.export.errors import ExportError
-from nnsql.export.onnx.flat_model import OUTPUT, FlatModel
-from nnsql.export.onnx.flatten import FEATURES
+from ..errors import ExportError
+from ..onnx.flat_model import OUTPUT, FlatModel
+from ..onnx.flatten import FEATURES
 
 TARGET = "oracle --engine onnx"
 ORT_VERSION = "1.15.1"  # the ONNX Runtime Oracle 23ai and 26ai embed

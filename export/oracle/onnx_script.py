@@ -18,15 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-from nnsql.export.codegen.generator import render_template
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.errors import ExportError
-from nnsql.export.onnx import flat_model
-from nnsql.export.onnx.flat_model import FlatModel, Verified
-from nnsql.export.onnx.flatten import FEATURES
-from nnsql.export.oracle.generator import TEMPLATES, check_oracle_name
-from nnsql.export.oracle.onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
-from nnsql.export.oracle.script import (
+from ..codegen.generator import render_template
+from ..codegen.sqltext import literal
+from ..errors import ExportError
+from ..onnx import flat_model
+from ..onnx.flat_model import FlatModel, Verified
+from ..onnx.flatten import FEATURES
+from ..publish import budget
+from ..publish.pipeline import ExportRequest, load_test_split
+from .generator import TEMPLATES, check_oracle_name
+from .onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
+from .script import (
     APPEND,
     HEADER,
     VERIFY_ROWS,
@@ -35,8 +37,6 @@ from nnsql.export.oracle.script import (
     rows_block,
     testdata_script,
 )
-from nnsql.export.publish import budget
-from nnsql.export.publish.pipeline import ExportRequest, load_test_split
 
 MAX_LITERAL = 32_000  # a PL/SQL string literal holds at most 32,767 bytes
 

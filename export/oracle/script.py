@@ -18,12 +18,12 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm import tqdm
 
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
-from nnsql.export.oracle.generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
-from nnsql.export.publish import parity
-from nnsql.export.publish.pipeline import ExportRequest, Prepared, input_spec_json, output_columns
+from ..codegen.sqltext import literal
+from ..ir import graph as ir
+from ..ir import kinds
+from ..publish import parity
+from ..publish.pipeline import ExportRequest, Prepared, input_spec_json, output_columns
+from .generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
 
 VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from nnsql.export.errors import ExportError, ScoringFailure, first_line
-from nnsql.export.ir import graph as ir
-from nnsql.export.oracle.generator import SQL_DIR, OracleGenerator, stored_chunks
-from nnsql.export.publish.pipeline import VersionRecord
-from nnsql.export.publish.store import RegistryStore
+from ..errors import ExportError, ScoringFailure, first_line
+from ..ir import graph as ir
+from ..publish.pipeline import VersionRecord
+from ..publish.store import RegistryStore
+from .generator import SQL_DIR, OracleGenerator, stored_chunks
 
 DSN_FORM = re.compile(
     r"(?P<user>[A-Za-z][\w$#]*)@(?P<host>[\w.-]+)(?::(?P<port>\d+))?/(?P<service>[\w.$#-]+)"

@@ -3,9 +3,9 @@ the parity check's cost against its budget, before Keras scores anything and bef
 
 from __future__ import annotations
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish import budget
-from nnsql.export.target import Capabilities
+from ..ir import graph as ir
+from ..publish import budget
+from ..target import Capabilities
 
 
 def check(graph: ir.Graph, capabilities: Capabilities, parity_seconds: float) -> None:

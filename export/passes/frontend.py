@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nnsql.export.frontend.model import to_graph, trace
-from nnsql.export.frontend.outputs import OutputKinds, output_kinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.passes.load import Loaded
-from nnsql.export.publish.pipeline import ExportRequest
+from ..frontend.model import to_graph, trace
+from ..frontend.outputs import OutputKinds, output_kinds
+from ..ir import graph as ir
+from ..publish.pipeline import ExportRequest
+from .load import Loaded
 
 
 @dataclass(frozen=True)

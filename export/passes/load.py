@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nnsql.export.frontend.model import at_sequence_length, load_model, read_metadata
-from nnsql.export.names import check_model_name
-from nnsql.export.publish.pipeline import ExportRequest
-from nnsql.export.publish.samples import longest_sequence
+from ..frontend.model import at_sequence_length, load_model, read_metadata
+from ..names import check_model_name
+from ..publish.pipeline import ExportRequest
+from ..publish.samples import longest_sequence
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import lowering
+from ..ir import graph as ir
+from ..ir import lowering
 
 
 def lower(graph: ir.Graph) -> ir.Graph:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.passes import fold_linear_chains
+from ..ir import graph as ir
+from ..ir.passes import fold_linear_chains
 
 
 def optimise(graph: ir.Graph) -> ir.Graph:

@@ -3,14 +3,14 @@ predictions, the float64 reference on rows at scale: export/publish/gate.py). Wr
 
 from __future__ import annotations
 
-from nnsql.export.frontend import float64
-from nnsql.export.frontend.outputs import OutputKinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.passes.load import Loaded
-from nnsql.export.publish.gate import gate_for
-from nnsql.export.publish.pipeline import ExportRequest, Prepared, joined
-from nnsql.export.publish.samples import sample_inputs
-from nnsql.export.target import Capabilities
+from ..frontend import float64
+from ..frontend.outputs import OutputKinds
+from ..ir import graph as ir
+from ..publish.gate import gate_for
+from ..publish.pipeline import ExportRequest, Prepared, joined
+from ..publish.samples import sample_inputs
+from ..target import Capabilities
+from .load import Loaded
 
 
 def reference(

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.ir import graph as ir
-from nnsql.export.postgres.generator import PostgresGenerator, weight_variable
-from nnsql.export.postgres.kernels import cube_kernel
-from nnsql.export.target import Capabilities, emitted_kinds, register
+from ..codegen.sqltext import literal
+from ..ir import graph as ir
+from ..target import Capabilities, emitted_kinds, register
+from .generator import PostgresGenerator, weight_variable
+from .kernels import cube_kernel
 
 
 def is_dense_kernel(node: ir.Node, role: str) -> bool:

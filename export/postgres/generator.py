@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from nnsql.export.codegen.generator import Dialect, render_template
-from nnsql.export.codegen.procedural import ProceduralGenerator
-from nnsql.export.codegen.sqlformat import wrap_line
-from nnsql.export.codegen.sqltext import literal
-from nnsql.export.ir import activations, kinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.postgres.plpython import PlPythonGenerator
-from nnsql.export.target import Capabilities, emitted_kinds, register
+from ..codegen.generator import Dialect, render_template
+from ..codegen.procedural import ProceduralGenerator
+from ..codegen.sqlformat import wrap_line
+from ..codegen.sqltext import literal
+from ..ir import activations, kinds
+from ..ir import graph as ir
+from ..target import Capabilities, emitted_kinds, register
+from .plpython import PlPythonGenerator
 
 TARGET = "postgres"
 TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "postgres"

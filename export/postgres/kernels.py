@@ -83,7 +83,7 @@ def unusable_reason(con: psycopg.Connection, kernel: str) -> str | None:
 
 def choose(con: psycopg.Connection, requested: str) -> str:
     """The kernel to install: `requested` if usable, or for `auto` the fastest usable one."""
-    from nnsql.export.errors import ExportError
+    from ..errors import ExportError
 
     if requested != "auto":
         reason = unusable_reason(con, requested)

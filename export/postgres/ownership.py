@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from nnsql.export.errors import ExportError
+from ..errors import ExportError
 
 # Roles trusted as owners, given the user's --registry-owner list.
 TRUSTED = """

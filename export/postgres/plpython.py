@@ -8,12 +8,12 @@ numpy in the server's Python. Each IR value is a float64 numpy array; each node 
 
 from __future__ import annotations
 
-from nnsql.export.codegen.generator import Dialect
-from nnsql.export.codegen.procedural import ProceduralGenerator
-from nnsql.export.ir import activations
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir.graph import FLOAT32_MAX
-from nnsql.export.target import Capabilities, emitted_kinds, register
+from ..codegen.generator import Dialect
+from ..codegen.procedural import ProceduralGenerator
+from ..ir import activations
+from ..ir import graph as ir
+from ..ir.graph import FLOAT32_MAX
+from ..target import Capabilities, emitted_kinds, register
 
 TARGET = "postgres+plpython"
 ACTIVATIONS = {

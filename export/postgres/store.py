@@ -17,15 +17,15 @@ import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from nnsql.export.codegen.generator import render_template
-from nnsql.export.errors import ExportError, ScoringFailure, first_line
-from nnsql.export.ir import graph as ir
-from nnsql.export.postgres import kernels
-from nnsql.export.postgres.cube import CubeGenerator
-from nnsql.export.postgres.generator import TEMPLATES, PostgresGenerator, grant_script
-from nnsql.export.postgres.ownership import check_extension, check_schemas
-from nnsql.export.publish.pipeline import VersionRecord
-from nnsql.export.publish.store import RegistryStore
+from ..codegen.generator import render_template
+from ..errors import ExportError, ScoringFailure, first_line
+from ..ir import graph as ir
+from ..publish.pipeline import VersionRecord
+from ..publish.store import RegistryStore
+from . import kernels
+from .cube import CubeGenerator
+from .generator import TEMPLATES, PostgresGenerator, grant_script
+from .ownership import check_extension, check_schemas
 
 PASSWORD_ADVICE = "use DATABASE_URL, --dsn-env NAME, --dsn-file PATH, PGPASSWORD or ~/.pgpass"
 SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"

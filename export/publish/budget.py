@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
+from ..errors import ExportError
+from ..ir import graph as ir
 
 DEFAULT_SECONDS = 20.0  # the parity step's share of a 60 s export
 MINIMUM_ROWS = 10  # every zero_padded pattern and group at scale (samples.py): scored, or the model refused

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.frontend.float64 import Predictor
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish.samples import SampleSet
+from ..errors import ExportError
+from ..frontend.float64 import Predictor
+from ..ir import graph as ir
+from .samples import SampleSet
 
 # A float32 target's values may be this many times as far from Keras in float64 as float32 rounding of the
 # row's inputs moves them (the largest of three seeded draws); measured on a classifier of raw momenta, 6,000

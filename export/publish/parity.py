@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from nnsql.export.errors import ParityError
-from nnsql.export.ir import kinds
+from ..errors import ParityError
+from ..ir import kinds
 
 DEFAULT_TOLERANCE = 1e-5
 # Keras values closer than this to a threshold, or two classes this close, are a tie for the answers.

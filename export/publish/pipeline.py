@@ -17,16 +17,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nnsql.export.errors import ExportError, ScoringFailure
-from nnsql.export.frontend.model_limits import DEFAULT_LIMITS, Limits
-from nnsql.export.frontend.outputs import OutputKinds
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
-from nnsql.export.publish import budget, parity
-from nnsql.export.publish.gate import Gate
-from nnsql.export.publish.samples import SampleSet
-from nnsql.export.registry.carry import carried_classes
-from nnsql.export.registry.checks import STORED_ROWS, StoredCheck, stored_check
+from ..errors import ExportError, ScoringFailure
+from ..frontend.model_limits import DEFAULT_LIMITS, Limits
+from ..frontend.outputs import OutputKinds
+from ..ir import graph as ir
+from ..ir import kinds
+from ..registry.carry import carried_classes
+from ..registry.checks import STORED_ROWS, StoredCheck, stored_check
+from . import budget, parity
+from .gate import Gate
+from .samples import SampleSet
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
+from ..errors import ExportError
+from ..ir import graph as ir
 
 SEED = 20161122
 SCALES = (100.0, 10_000.0)  # the copies of the data rows at scale

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish.pipeline import VersionRecord
-from nnsql.export.registry.checks import StoredCheck
+from ..errors import ExportError
+from ..ir import graph as ir
+from ..registry.checks import StoredCheck
+from .pipeline import VersionRecord
 
 
 def values_in(row: Mapping[str, object]) -> int:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnsql.export.errors import ExportError
-from nnsql.export.registry.checks import from_document, require_agreement
+from ..errors import ExportError
+from .checks import from_document, require_agreement
 
 
 def activate(store: Any, name: str, version: int) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir.kinds import check_classes, class_count
+from ..errors import ExportError
+from ..ir.kinds import check_classes, class_count
 
 
 def named(labels: Sequence[str]) -> bool:

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.ir import kinds
-from nnsql.export.publish import parity
+from ..errors import ExportError
+from ..ir import kinds
+from ..publish import parity
 
 STORED_ROWS = 32  # enough to catch a wrong weight or version; few enough to check in a second
 STORED_VALUES = 250_000  # input values kept at most (a few MB of JSON): fewer rows of large images

@@ -11,10 +11,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from nnsql.export import cli, connection
-from nnsql.export.errors import ExportError
-from nnsql.export.names import check_model_name
-from nnsql.export.registry import repository
+from .. import cli, connection
+from ..errors import ExportError
+from ..names import check_model_name
+from . import repository
 
 DESCRIPTION = """\
 List the versions of a model, activate one (roll back or forward) or remove one that is not active.
@@ -111,7 +111,7 @@ def in_repository(args: argparse.Namespace) -> int:
 
 
 def in_database(args: argparse.Namespace, opened: Callable[[], Any]) -> int:
-    from nnsql.export.registry.activation import activate
+    from .activation import activate
 
     store = opened()
     try:
@@ -139,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.repo is not None:
             return in_repository(args)
         if args.db is not None:
-            from nnsql.export.duckdb.store import DuckDBStore
+            from ..duckdb.store import DuckDBStore
 
             if not args.db.is_file():
                 raise ExportError(f"--db {args.db}: no such DuckDB file")
             return in_database(args, lambda: DuckDBStore(args.db, progress=False))
-        from nnsql.export.postgres.store import PostgresStore
+        from ..postgres.store import PostgresStore
 
         assert dsn is not None
         return in_database(args, lambda: PostgresStore(dsn.text, progress=False, origin=dsn.origin))

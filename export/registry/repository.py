@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from nnsql.export.errors import ExportError
-from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
-from nnsql.export.onnx.repository import versions
-from nnsql.export.registry.checks import from_document, require_agreement
+from ..errors import ExportError
+from ..onnx.fileformat import METADATA_FILE, MODEL_FILE
+from ..onnx.repository import versions
+from .checks import from_document, require_agreement
 
 ACTIVE_FILE = "active"
 CHECK_FILE = "check.json"
@@ -95,8 +95,8 @@ def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
 
 def check_version(model_dir: Path, version: int) -> None:
     """The version's answer check, kept beside its model, run again in onnxruntime."""
-    from nnsql.export.onnx import fileformat as scorer
-    from nnsql.export.onnx.runtime import load_session, session_predict
+    from ..onnx import fileformat as scorer
+    from ..onnx.runtime import load_session, session_predict
 
     metadata = metadata_of(model_dir, version)
     check_file = model_dir / str(version) / CHECK_FILE

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnsql.export.names import check_model_name
+from ..names import check_model_name
 
 
 def call(name: str, function: str, inputs: tuple[Any, ...]) -> Any:

@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nnsql.export.codegen.generator import Dialect, Generator
-from nnsql.export.ir import graph as ir
-from nnsql.export.ir import kinds
-from nnsql.export.ir.graph import FLOAT32_MAX
-from nnsql.export.spark.sqltext import call, literal, weights_json
-from nnsql.export.target import Capabilities, emitted_kinds, emitter, register
+from ..codegen.generator import Dialect, Generator
+from ..ir import graph as ir
+from ..ir import kinds
+from ..ir.graph import FLOAT32_MAX
+from ..target import Capabilities, emitted_kinds, emitter, register
+from .sqltext import call, literal, weights_json
 
 TARGET = "spark"
 ACTIVATIONS = {

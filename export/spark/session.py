@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nnsql.export.errors import ExportError, first_line
+from ..errors import ExportError, first_line
 
 DEFAULT_WAREHOUSE = Path("spark-warehouse")
 

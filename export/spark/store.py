@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from nnsql.export.errors import ExportError, ScoringFailure, first_line
-from nnsql.export.ir import graph as ir
-from nnsql.export.publish.pipeline import VersionRecord
-from nnsql.export.registry.checks import StoredCheck
-from nnsql.export.spark.generator import FUNCTIONS, SparkGenerator, nested
+from ..errors import ExportError, ScoringFailure, first_line
+from ..ir import graph as ir
+from ..publish.pipeline import VersionRecord
+from ..registry.checks import StoredCheck
+from .generator import FUNCTIONS, SparkGenerator, nested
 
 MODELS = "spark_catalog.nnsql.models"
 INSTALLS = "spark_catalog.nnsql.installs"
@@ -72,7 +72,7 @@ class SparkStore:
 
     def close(self) -> None:
         if self.owned:
-            from nnsql.export.spark.session import stop
+            from .session import stop
 
             stop(self.spark)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nnsql.serve.repository import LoadedModel
+from ..repository import LoadedModel
 
 # A V2 datatype's name in Triton's DataType enum: TYPE_ and the name, except BYTES.
 SPECIAL_TYPES = {"BYTES": "TYPE_STRING"}

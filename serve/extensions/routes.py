@@ -7,10 +7,10 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from nnsql.serve.errors import ScoringError, bad_request
-from nnsql.serve.extensions import service
-from nnsql.serve.gate import control_refusal
-from nnsql.serve.tensors import load_json
+from ..errors import ScoringError, bad_request
+from ..gate import control_refusal
+from ..tensors import load_json
+from . import service
 
 blueprint = Blueprint("extensions", __name__)
 MAX_CONTROL_BODY = 64 * 1024  # bytes: a repository request holds a flag or two

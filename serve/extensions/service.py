@@ -8,13 +8,13 @@ from typing import Any
 
 from flask import current_app
 
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.extensions.config import model_config
-from nnsql.serve.extensions.statistics import model_statistics
-from nnsql.serve.gate import CONTROL_OFF
-from nnsql.serve.handling import metrics, repository
-from nnsql.serve.repository import LoadedModel
-from nnsql.serve.v2 import model_metadata
+from ..errors import ScoringError
+from ..gate import CONTROL_OFF
+from ..handling import metrics, repository
+from ..repository import LoadedModel
+from ..v2 import model_metadata
+from .config import model_config
+from .statistics import model_statistics
 
 
 def config_document(name: str, version: str | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
-from nnsql.serve.repository import LoadedModel
+from ..repository import LoadedModel
 
 NS = 1_000_000_000
 Key = tuple[str, str]  # model name, version

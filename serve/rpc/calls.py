@@ -22,10 +22,10 @@ import grpc
 from flask import Flask, g
 from google.protobuf.message import DecodeError
 
-from nnsql.serve import accesslog
-from nnsql.serve.errors import ScoringError
-from nnsql.serve.rpc.admission import Admission
-from nnsql.serve.rpc.messages import message
+from .. import accesslog
+from ..errors import ScoringError
+from .admission import Admission
+from .messages import message
 
 LOG = logging.getLogger("nnsql.serve.rpc")
 STATUS_CODES = {

@@ -20,12 +20,12 @@ import grpc
 from flask import Flask
 from grpc_reflection.v1alpha import reflection
 
-from nnsql.serve.app import KEY_REFUSED, key_accepted
-from nnsql.serve.gate import Refusal, control_refusal
-from nnsql.serve.rpc.admission import Admission
-from nnsql.serve.rpc.calls import STATUS_CODES, Calls, Method
-from nnsql.serve.rpc.messages import POOL, SERVICE, SERVICE_NAME
-from nnsql.serve.rpc.service import InferenceService
+from ..app import KEY_REFUSED, key_accepted
+from ..gate import Refusal, control_refusal
+from .admission import Admission
+from .calls import STATUS_CODES, Calls, Method
+from .messages import POOL, SERVICE, SERVICE_NAME
+from .service import InferenceService
 
 OPEN_METHODS = {"ServerLive", "ServerReady"}  # as /v2/health/* over HTTP
 CONTROL_METHODS = {"RepositoryModelLoad", "RepositoryModelUnload"}  # need the admin key

@@ -10,12 +10,12 @@ import numpy as np
 from flask import current_app
 from google.protobuf import json_format
 
-from nnsql.serve import v2
-from nnsql.serve.errors import ScoringError, bad_request
-from nnsql.serve.extensions import service as extensions
-from nnsql.serve.handling import repository, request_limit, too_large
-from nnsql.serve.rpc.messages import message
-from nnsql.serve.validation import V2_DATATYPES
+from .. import v2
+from ..errors import ScoringError, bad_request
+from ..extensions import service as extensions
+from ..handling import repository, request_limit, too_large
+from ..validation import V2_DATATYPES
+from .messages import message
 
 # The InferTensorContents field that carries each datatype (FP16 travels only in raw_input_contents).
 CONTENTS_FIELD = {

@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nnsql.train.spawn import __main__ as cli_main
-from nnsql.train.spawn.backend import Backend, RunSpec, read_record
-from nnsql.train.spawn.control import Result, Settings, run_job
-from nnsql.train.spawn.local import PROJECT_ROOT
+from . import __main__ as cli_main
+from .backend import Backend, RunSpec, read_record
+from .control import Result, Settings, run_job
+from .local import PROJECT_ROOT
 
 EPOCH = re.compile(r"\b[Ee]poch (\d+)/(\d+)")
 
@@ -147,7 +147,7 @@ class Run:
         self.settings.stop.set()
         self._thread.join()
         if self._tensorboard:
-            from nnsql.train.spawn.tensorboard import end_group
+            from .tensorboard import end_group
 
             process, _ = self._tensorboard
             end_group(process.pid)

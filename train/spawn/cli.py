@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from nnsql.train.spawn import envfile, limits, manifests, podsecurity, podtemplate, preflight, runtime
+from . import envfile, limits, manifests, podsecurity, podtemplate, preflight, runtime
 
 TF_SPAWNER_SCRIPT = f"{manifests.TF_SPAWNER_DIR}/{manifests.SCRIPT_NAME}"
 

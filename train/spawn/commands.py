@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from nnsql.train.spawn import latest, manifests, progress
-from nnsql.train.spawn.backend import read_record
+from . import latest, manifests, progress
+from .backend import read_record
 
 NAMES = ("status", "logs", "delete")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
@@ -51,7 +51,7 @@ def show_log(run_dir: Path, record: dict, worker: int) -> None:
 def delete(run_dir: Path, record: dict) -> None:
     runs, run_dir = run_dir.parent, run_dir.resolve()  # `latest` deletes the run it names
     if record.get("backend") == "kubernetes":
-        from nnsql.train.spawn.kube import KubernetesBackend
+        from .kube import KubernetesBackend
 
         options = manifests.ClusterOptions(namespace=record.get("namespace", "default"))
         KubernetesBackend(options).delete_run(run_dir.name)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnsql import quiet
-from nnsql.train.spawn import progress
-from nnsql.train.spawn.backend import Backend, Phase, RunSpec, WorkerStatus, write_record
+
+from . import progress
+from .backend import Backend, Phase, RunSpec, WorkerStatus, write_record
 
 Say = Callable[[str], None]
 

@@ -13,7 +13,7 @@ import io
 import re
 from pathlib import Path
 
-from nnsql.train.spawn.manifests import RESERVED_ENV
+from .manifests import RESERVED_ENV
 
 
 def read(path: Path) -> dict[str, str]:

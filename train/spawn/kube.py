@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nnsql.train.spawn import manifests
-from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, collected_model
+from . import manifests
+from .backend import Phase, RunSpec, WorkerStatus, collected_model
 
 
 def load_config() -> None:

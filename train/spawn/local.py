@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from nnsql.train.spawn.backend import Phase, RunSpec, WorkerStatus, collected_model
-from nnsql.train.spawn.tfconfig import worker_env
+from .backend import Phase, RunSpec, WorkerStatus, collected_model
+from .tfconfig import worker_env
 
 
 def free_ports(count: int, rng: random.Random | None = None) -> list[int]:

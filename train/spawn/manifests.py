@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nnsql.train.spawn import podtemplate
+from . import podtemplate
 
 PORT = 1999  # TF-Spawner's; local workers take free ports below the ephemeral range instead (local.py)
 CPU = "2"  # a worker's request when neither --cpu nor a --pod-file says

@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnsql.train.spawn import runtime
+from . import runtime
 
 STRATEGY_NAMES = {"MultiWorkerMirroredStrategy", "ParameterServerStrategy", "make_strategy"}
 ONE_MACHINE = {

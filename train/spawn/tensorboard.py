@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from nnsql.train.spawn import commands
-from nnsql.train.spawn.backend import read_record
+from . import commands
+from .backend import read_record
 
 
 def has_events(directory: Path) -> bool:
