@@ -44,9 +44,10 @@ import numpy as np
 import requests
 
 from nnsql import quiet
+from nnsql.files import import_root
 
 RESULTS = Path(__file__).parent / "results"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = import_root()
 VENVS = REPO_ROOT / "build" / "bench-venvs"
 ONE_ROW_CONNECTIONS = (1, 16, 64)
 ACCESS_LOG_GOAL = 0.05  # the default access log may cost at most this share of req/s

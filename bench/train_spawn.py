@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 
 from nnsql import quiet
+from nnsql.files import import_root
 
 RESULTS = Path(__file__).parent / "results"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = import_root()
 
 
 def training_rate(workers: int, epochs: int, runs: Path) -> dict:

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from nnsql.files import import_root
 
 from . import rundir
 from .coordination import Coordinator
@@ -26,7 +27,7 @@ from .listening import StartError, listen, probe, spread
 from .liveness import Watch, beat_path
 from .worker import ENVIRONMENT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = import_root()
 GIVE_UP_AFTER = 3  # start-up failures in a row of one worker (it died before it served) stop the server
 STABLE = 60.0  # seconds: a worker that served this long before it died is started again at once
 MAX_BACK_OFF = 30.0  # seconds between starts of a worker that keeps dying after it served

@@ -3,12 +3,11 @@ values), /score, /metrics, /openapi.json."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
 from nnsql.export.onnx import fileformat as outputs
+from nnsql.files import shipped
 
 from .errors import bad_request
 from .handling import infer, metrics, read_json, repository, require_json
@@ -17,7 +16,7 @@ from .repository import LoadedModel
 from .tensors import check_finite, to_array
 
 blueprint = Blueprint("web", __name__)
-STATIC = Path(__file__).parent / "static"
+STATIC = shipped("serve", "static")
 # The page's scripts and styles come from /static only: no inline script, no inline style sheet, no
 # plugin, no framing; it talks to this server alone. A label or a model name that holds markup stays text.
 CONTENT_SECURITY_POLICY = (

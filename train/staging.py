@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nnsql.files import import_root
+
 from . import objectstore
 from .objectstore import DataError, StoredObject
 
@@ -97,7 +99,7 @@ def fetch(
 def start_child(request: Request) -> subprocess.Popen:
     """`python -c` with this package's root first on the path (a user's own train.py must not shadow it);
     credentials reach it through the inherited environment, never its command line."""
-    root = str(Path(objectstore.__file__).resolve().parents[1])
+    root = str(import_root())
     code = (
         f"import sys; sys.path.insert(0, {root!r}); from nnsql.train.staging import child_main; child_main()"
     )

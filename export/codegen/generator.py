@@ -18,8 +18,6 @@ from ..ir import graph as ir
 from ..ir import kinds
 from .sqltext import literal
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclass(frozen=True)
 class Dialect:

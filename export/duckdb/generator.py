@@ -9,7 +9,8 @@ lambda bodies, so the params list is the outermost lambda's input and everything
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
+
+from nnsql.files import shipped
 
 from ..codegen.generator import Dialect, Generator, render_template
 from ..codegen.sqlformat import wrap
@@ -22,7 +23,7 @@ from . import convolution, fusion
 from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 
 TARGET = "duckdb"
-TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "duckdb"
+TEMPLATES = shipped("sql", "duckdb")
 PARAMS = "_nn_p"  # the first binding: the weights
 
 

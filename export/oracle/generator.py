@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+
+from nnsql.files import shipped
 
 from ..codegen.generator import Dialect, render_template
 from ..codegen.procedural import ProceduralGenerator
@@ -28,8 +29,8 @@ from ..target import Capabilities, emitted_kinds, register
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
-TEMPLATES = Path(__file__).resolve().parents[2] / "plsql"
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql" / "oracle"
+TEMPLATES = shipped("plsql")
+SQL_DIR = shipped("sql", "oracle")
 # Oracle reserved words and names nnsql or Oracle uses: a model may not take them.
 ORACLE_RESERVED = frozenset(
     line.strip()

@@ -7,7 +7,8 @@ nnsql.tensors (real[]) at the start of each call. No extension and no superuser 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+
+from nnsql.files import shipped
 
 from ..codegen.generator import Dialect, render_template
 from ..codegen.procedural import ProceduralGenerator
@@ -19,7 +20,7 @@ from ..target import Capabilities, emitted_kinds, register
 from .plpython import PlPythonGenerator
 
 TARGET = "postgres"
-TEMPLATES = Path(__file__).resolve().parents[2] / "sql" / "postgres"
+TEMPLATES = shipped("sql", "postgres")
 
 
 def weight_variable(node: ir.Node, role: str) -> str:

@@ -18,7 +18,9 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-PROTO = Path(__file__).with_name("inference.proto")
+from nnsql.files import shipped
+
+PROTO = shipped("serve", "rpc", "inference.proto")
 SERVICE_NAME = "inference.GRPCInferenceService"
 
 

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from nnsql.files import import_root, shipped
+
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
 from .tfconfig import worker_env
 
@@ -59,11 +61,11 @@ def can_bind(port: int) -> bool:
     return True
 
 
-# The folder holding the `train` package: local workers import train.data and train.spawn.output_path
-# from it wherever spawn is started (a pod gets them from the worker image, or the bootstrap).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# The folder holding the nnsql package (a checkout's root, or site-packages): local workers import
+# nnsql.train from it wherever spawn is started (a pod gets it from the worker image, or the bootstrap).
+PROJECT_ROOT = import_root()
 
-LIFELINE = Path(__file__).with_name("lifeline.py")
+LIFELINE = shipped("train", "spawn", "lifeline.py")
 
 # An absolute path the chief prints: a model file, a SavedModel or a TensorBoard log directory.
 PRINTED_PATH = re.compile(r"""(/[^\s'"`]+)""")

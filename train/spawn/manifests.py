@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nnsql.files import shipped
+
 from . import podtemplate
 
 PORT = 1999  # TF-Spawner's; local workers take free ports below the ephemeral range instead (local.py)
@@ -109,7 +111,7 @@ def metadata(name: str, run_id: str, options: ClusterOptions) -> dict:
 
 
 def config_map(run_id: str, script: Path, options: ClusterOptions) -> dict:
-    here = Path(__file__).parent
+    here = shipped("train", "spawn")
     data = {
         SCRIPT_NAME: script.read_text(),
         "bootstrap.py": (here / "bootstrap.py").read_text(),
