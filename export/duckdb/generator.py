@@ -328,7 +328,8 @@ class DuckDBGenerator(Generator):
             gather = graph.node(node.inputs[0])
             return self.emit_convolution(node, gather, resolve(graph, gather.inputs[0], refs))
         method = emitter(self, node, TARGET)
-        return method(node, *(resolve(graph, source, refs) for source in node.inputs))
+        sql: str = method(node, *(resolve(graph, source, refs) for source in node.inputs))
+        return sql
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
         """Every window's values (list_select, in C++); padding reads the 0 appended to the row."""

@@ -180,7 +180,7 @@ class DuckDBStore(RegistryStore):
 
     def answers(
         self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
-    ) -> dict[str, list]:
+    ) -> dict[str, list[Any]]:
         arguments = ", ".join(inputs)
         calls = ", ".join(f"{name}.{function}({arguments})" for function in functions)
         with self.registered(feature_table(inputs)) as relation:

@@ -30,7 +30,11 @@ def output_length(size: int, window: int, stride: int, dilation: int, padding: s
 
 
 def window_indices(
-    shape: tuple[int, int, int], window: tuple[int, int], strides, dilation, padding
+    shape: tuple[int, int, int],
+    window: tuple[int, int],
+    strides: tuple[int, int],
+    dilation: tuple[int, int],
+    padding: str,
 ) -> np.ndarray:
     """For every output position (row-major) its window's flat input indices, ordered (i, j, channel)
     like a Keras kernel; -1 where the window reaches into the padding."""

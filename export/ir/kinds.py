@@ -20,6 +20,7 @@ the parity gate compares their answers with `keras_answers` (export/publish/pari
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -148,11 +149,13 @@ def check_classes(kind: str, units: int, labels: tuple[str, ...]) -> tuple[str, 
 
 def softmax(z: np.ndarray) -> np.ndarray:
     shifted = np.exp(z - z.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
+    normalized: np.ndarray = shifted / shifted.sum(axis=1, keepdims=True)
+    return normalized
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -z))
+    squashed: np.ndarray = np.exp(-np.logaddexp(0.0, -z))
+    return squashed
 
 
 def probabilities(kind: str, first: np.ndarray) -> np.ndarray:
@@ -173,7 +176,8 @@ def argmax_ties(q: np.ndarray, margin: float | np.ndarray) -> np.ndarray:
     if q.shape[1] < 2:
         return np.zeros(len(q), dtype=bool)
     top = np.sort(q, axis=1)[:, -2:]
-    return (top[:, 1] - top[:, 0]) <= margin
+    tied: np.ndarray = (top[:, 1] - top[:, 0]) <= margin
+    return tied
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,7 @@ class Expected:
     model's value within `margin` of the threshold, or its two best classes within it): any answer
     there is right."""
 
-    answers: dict[str, list]
+    answers: dict[str, list[Any]]
     undecided: dict[str, np.ndarray]
 
 
@@ -197,7 +201,7 @@ def keras_answers(
     """The answers of every function a user queries (but `predict`, compared value by value), from
     Keras's first output (rows × units), in the Keras user's convention."""
     q = probabilities(kind, first) if kind != "values" else np.asarray(first, np.float64)
-    answers: dict[str, list] = {}
+    answers: dict[str, list[Any]] = {}
     undecided: dict[str, np.ndarray] = {}
     if offers(kind, "predict_proba") and not several_outputs:
         answers["predict_proba"] = q.tolist()

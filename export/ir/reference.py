@@ -22,22 +22,26 @@ def activate(values: np.ndarray, activation: str) -> np.ndarray:
     """Apply an IR activation over the last axis."""
     if activation == "linear":
         return values
+    activated: np.ndarray  # numpy's ufuncs are typed as returning Any
     if activation == "relu":
-        return np.maximum(values, 0.0)
-    if activation == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-values))
-    if activation == "tanh":
-        return np.tanh(values)
-    if activation == "softmax":
+        activated = np.maximum(values, 0.0)
+    elif activation == "sigmoid":
+        activated = 1.0 / (1.0 + np.exp(-values))
+    elif activation == "tanh":
+        activated = np.tanh(values)
+    elif activation == "softmax":
         shifted = np.exp(values - values.max(axis=-1, keepdims=True))
-        return shifted / shifted.sum(axis=-1, keepdims=True)
-    if activation in ELEMENTWISE:
-        return ELEMENTWISE[activation](values)
-    raise ValueError(f"unknown activation {activation!r}")
+        activated = shifted / shifted.sum(axis=-1, keepdims=True)
+    elif activation in ELEMENTWISE:
+        activated = ELEMENTWISE[activation](values)
+    else:
+        raise ValueError(f"unknown activation {activation!r}")
+    return activated
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, x)
+    softplus: np.ndarray = np.logaddexp(0.0, x)
+    return softplus
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -101,7 +105,8 @@ def _patch_dense(node: ir.PatchDense, x: np.ndarray) -> np.ndarray:
 
 
 def _group_max(node: ir.GroupMax, x: np.ndarray) -> np.ndarray:
-    return x.reshape(len(x), -1, node.size).max(axis=2)
+    grouped: np.ndarray = x.reshape(len(x), -1, node.size).max(axis=2)
+    return grouped
 
 
 def _concatenate(node: ir.Concatenate, *parts: np.ndarray) -> np.ndarray:
@@ -117,7 +122,8 @@ BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maxim
 
 
 def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return BINARY[node.op](a.reshape(len(a), -1), b.reshape(len(b), -1))
+    combined: np.ndarray = BINARY[node.op](a.reshape(len(a), -1), b.reshape(len(b), -1))
+    return combined
 
 
 def _lookup(node: ir.Lookup, x: np.ndarray) -> np.ndarray:
@@ -131,7 +137,8 @@ def _affine(node: ir.Affine, x: np.ndarray) -> np.ndarray:
 
 
 def _step_mask(node: ir.StepMask, x: np.ndarray) -> np.ndarray:
-    return np.any(x.reshape(len(x), node.steps, -1) != 0.0, axis=2).astype(np.float64)
+    present: np.ndarray = np.any(x.reshape(len(x), node.steps, -1) != 0.0, axis=2)
+    return present.astype(np.float64)
 
 
 def _scan(node: ir.Scan, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -148,7 +155,7 @@ def _scan(node: ir.Scan, x: np.ndarray, mask: np.ndarray | None = None) -> np.nd
     return np.concatenate(outputs, axis=1) if node.sequences else state[:, : node.output_size]
 
 
-_KERNELS: dict[type, Callable] = {
+_KERNELS: dict[type, Callable[..., np.ndarray]] = {
     ir.Concatenate: _concatenate,
     ir.Slice: _slice,
     ir.Affine: _affine,

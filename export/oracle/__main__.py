@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from nnsql.export import cli, connection
 from nnsql.export.compile import compile_model, prepare, say_kind
 from nnsql.export.errors import ExportError
 from nnsql.export.oracle.generator import CAPABILITIES, check_oracle_name, check_weights_finite
-from nnsql.export.publish.pipeline import load_test_split
+from nnsql.export.publish.pipeline import ExportRequest, load_test_split
 
 DESCRIPTION = """\
 Compile a trained Keras model into Oracle (19c to 23ai). Weights go into nnsql_tensors as
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     return cli.run(body)
 
 
-def script_only(args, request) -> int:
+def script_only(args: argparse.Namespace, request: ExportRequest) -> int:
     from nnsql.export.oracle.script import write_scripts
 
     prepared = prepare(request, CAPABILITIES)
@@ -108,7 +109,7 @@ def script_only(args, request) -> int:
     return 0
 
 
-def onnx_scripts(args, request) -> int:
+def onnx_scripts(args: argparse.Namespace, request: ExportRequest) -> int:
     from nnsql.export.oracle.onnx_script import oracle_directory_name, write
 
     if not args.script_only:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -231,7 +232,7 @@ class OracleGenerator(ProceduralGenerator):
     def parameters(self) -> list[str]:
         return [f"{spec.name} IN UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs]
 
-    def context(self) -> dict:
+    def context(self) -> dict[str, Any]:
         chunks = list(stored_chunks(self.graph))
         context = super().context()
         context.update(

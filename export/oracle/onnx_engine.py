@@ -15,6 +15,7 @@ Oracle loads an ONNX file with `DBMS_VECTOR.LOAD_ONNX_MODEL` and scores it with 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..errors import ExportError
 from ..onnx.flat_model import OUTPUT, FlatModel
@@ -49,13 +50,13 @@ def check_limits(flat: FlatModel) -> None:
         )
 
 
-def metadata_head(flat: FlatModel) -> dict:
+def metadata_head(flat: FlatModel) -> dict[str, Any]:
     if flat.function == "regression":
         return {"function": "regression", "regressionOutput": OUTPUT}
     return {"function": "classification", "classificationProbOutput": OUTPUT, "labels": list(flat.labels)}
 
 
-def metadata(flat: FlatModel) -> dict:
+def metadata(flat: FlatModel) -> dict[str, Any]:
     """The JSON DBMS_VECTOR.LOAD_ONNX_MODEL takes: function, output, labels, attributes of the input."""
     names = [name for attributes in flat.attributes for name in attributes.names()]
     return {**metadata_head(flat), "input": {FEATURES: names}}

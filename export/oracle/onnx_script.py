@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def plsql_literal(text: str, what: str) -> str:
     return literal(text)
 
 
-def package_context(built: FlatModel, names: Names) -> dict:
+def package_context(built: FlatModel, names: Names) -> dict[str, Any]:
     head, tail = metadata_parts(built)
     return {
         "name": names.name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -240,7 +241,7 @@ def bounds_expression(graph: ir.Graph, tolerance: float) -> str:
     return f"{literal(head[: -len('null}')] + '[')} || {figures} || ']}}'"
 
 
-def metadata_expression(metadata: dict) -> str:
+def metadata_expression(metadata: dict[str, Any]) -> str:
     """The registry row's metadata: the model's, with the bounds the script computed (`:nn_bounds`)."""
     head = json.dumps({**metadata, "parity_bounds": None})
     assert head.endswith("null}")

@@ -171,7 +171,8 @@ class OracleStore(RegistryStore):
     def fetch_one(self, statement: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
         with self.con.cursor() as cursor:
             cursor.execute(statement, list(params))
-            return cursor.fetchone()
+            row: Sequence[Any] | None = cursor.fetchone()
+            return row
 
     def placeholders(self, count: int) -> list[str]:
         return [f":{index + 1}" for index in range(count)]
@@ -210,7 +211,7 @@ class OracleStore(RegistryStore):
 
     def answers(
         self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
-    ) -> dict[str, list]:
+    ) -> dict[str, list[Any]]:
         rows = self.query_samples(inputs, functions)
         return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
 

@@ -147,4 +147,5 @@ def dot_error_bound(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     x_norms = np.sum((np.asarray(x, np.float64) / scale) ** 2, axis=1, keepdims=True)
     w_norms = np.sum(np.asarray(kernel, np.float64) ** 2, axis=0)[None, :]
     spread = 3 * layout.inputs * layout.shift**2
-    return 2 * (layout.chunk + 5) * UNIT_ROUNDOFF * (x_norms + w_norms + spread) * scale
+    bound: np.ndarray = 2 * (layout.chunk + 5) * UNIT_ROUNDOFF * (x_norms + w_norms + spread) * scale
+    return bound

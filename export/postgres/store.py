@@ -270,7 +270,7 @@ class PostgresStore(RegistryStore):
 
     def answers(
         self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
-    ) -> dict[str, list]:
+    ) -> dict[str, list[Any]]:
         rows = self.query_samples(name, inputs, functions)
         return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
 

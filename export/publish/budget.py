@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 from tqdm import tqdm
@@ -155,7 +156,7 @@ class ScoringLoop:
         where: str,
         progress: bool = True,
         clock: Callable[[], float] = time.perf_counter,
-        stream=None,
+        stream: TextIO | None = None,
     ) -> None:
         self.score = score
         self.available = available

@@ -84,11 +84,12 @@ class Gate:
         self.float64 = None
 
     def in_float64(self, rows: np.ndarray) -> np.ndarray:
-        return self.at_scale[rows] | (not self.float32)
+        chosen: np.ndarray = self.at_scale[rows] | (not self.float32)
+        return chosen
 
     def expected(self, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=int)
-        values = self.keras[rows].astype(np.float64).reshape(len(rows), -1)
+        values: np.ndarray = self.keras[rows].astype(np.float64).reshape(len(rows), -1)
         chosen = np.flatnonzero(self.in_float64(rows))
         if chosen.size:
             values[chosen] = self.exact(rows[chosen])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -93,10 +94,10 @@ class ParityReport:
         compared = sum(a.compared for a in self.answers)
         return 1.0 - sum(a.disagreements for a in self.answers) / compared if compared else 1.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "agreement": self.agreement}
 
-    def bounds(self) -> dict:
+    def bounds(self) -> dict[str, Any]:
         """The bound applied, as the registry and metadata.json record it: the rule and, per output,
         the largest |Δ| and the largest bound one of its values was held to."""
         return {
@@ -120,7 +121,8 @@ class ParityReport:
 def bounds(reference: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Each value's bound: its row's tolerance (`allowed`), times |value| where that exceeds 1."""
     magnitude = np.nan_to_num(np.abs(reference), nan=1.0, posinf=1.0)
-    return np.asarray(allowed, np.float64).reshape(-1, 1) * np.maximum(1.0, magnitude)
+    bound: np.ndarray = np.asarray(allowed, np.float64).reshape(-1, 1) * np.maximum(1.0, magnitude)
+    return bound
 
 
 Columns = Sequence[tuple[str, int, int]]  # an output's name and its columns [start, stop) in a joined row

@@ -104,7 +104,7 @@ def user_rows(graph: ir.Graph, path: Path, rows: int) -> Ordinary:
 def read_samples(path: Path) -> np.ndarray | dict[str, np.ndarray]:
     """A --samples file as data (no pickles): a .npy's array, or a .npz's arrays by name."""
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded: np.ndarray | np.lib.npyio.NpzFile = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise ExportError(f"--samples {path}: cannot read it as .npy/.npz ({error})") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):

@@ -31,7 +31,7 @@ class StoredCheck:
     inputs: dict[str, np.ndarray]  # input name -> rows
     expected: np.ndarray  # rows × every output's values
     allowed: np.ndarray  # each row's tolerance
-    answers: dict[str, list]  # function -> each row's expected answer, None where undecided
+    answers: dict[str, list[Any]]  # function -> each row's expected answer, None where undecided
 
     @property
     def rows(self) -> int:

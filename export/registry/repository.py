@@ -61,10 +61,11 @@ def model_dir_of(repo: Path, name: str) -> Path:
 def metadata_of(model_dir: Path, version: int) -> dict[str, Any]:
     path = model_dir / str(version) / METADATA_FILE
     try:
-        return json.loads(path.read_text())
+        metadata: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         there = ", ".join(map(str, versions(model_dir))) or "none"
         raise ExportError(f"{model_dir.name} has no version {version} (versions: {there})") from None
+    return metadata
 
 
 def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
