@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ import requests
 
 from nnsql import quiet
 from nnsql.files import import_root
+from nnsql.train.spawn.local import free_ports
 
 RESULTS = Path(__file__).parent / "results"
 REPO_ROOT = import_root()
@@ -92,9 +92,8 @@ class Contender:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port outside the range outgoing connections take, as nnsql spawn picks its workers'."""
+    return free_ports(1)[0]
 
 
 def peer_venv(name: str, venvs: Path, install: bool) -> Path | None:

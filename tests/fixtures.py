@@ -63,13 +63,16 @@ def free_port() -> int:
         return port
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 30.0, every: float = 0.02) -> None:
+def wait_for(
+    condition: Callable[[], object], seconds: float = 30.0, every: float = 0.02, *, what: str = ""
+) -> None:
     """Return as soon as `condition()` holds; fail after `seconds` (a bound for a broken server, not a
-    pause: a test that waits for something to happen waits for it, not for a fixed time)."""
+    pause: a test that waits for something to happen waits for it, not for a fixed time), naming `what`
+    was awaited."""
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, (
-            f"still not true after {seconds:g} s: {condition.__doc__ or condition}"
+            f"still not true after {seconds:g} s: {what or condition.__doc__ or condition}"
         )
         time.sleep(every)
 

@@ -16,13 +16,7 @@ import requests
 from nnsql.serve.coordination import Coordinator
 from nnsql.serve.errors import ScoringError
 from nnsql.serve.repository import ModelRepository
-
-
-def wait_for(condition, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+from tests.fixtures import wait_for
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import requests
 
+from tests.fixtures import wait_for
+
 HEADER = "Inference-Header-Content-Length"
 ROW = [0.5] * 784
 
@@ -180,13 +182,6 @@ def own_repo(onnx_repo, tmp_path):
     repo = tmp_path / "repo"
     copy_version(onnx_repo, repo, 1)
     return repo
-
-
-def wait_for(condition, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("metadata", ["{}", "[1]", "WRONG_SHAPE"])

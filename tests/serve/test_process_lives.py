@@ -12,14 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.fixtures import wait_for
 from tests.serve.conftest import ServeProcess
-
-
-def wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.1)
 
 
 def alive(pid: int) -> bool:
@@ -66,8 +60,8 @@ def test_a_killed_master_leaves_no_run_directory(onnx_repo, own_tmp):
     server.process.wait(timeout=10)
     server.output.close()
     try:
-        wait_for(lambda: not any(alive(pid) for pid in workers), 60, "the workers end")
-        wait_for(lambda: not run_dirs(own_tmp), 10, "the run directory is removed")
+        wait_for(lambda: not any(alive(pid) for pid in workers), 60, what="the workers end")
+        wait_for(lambda: not run_dirs(own_tmp), 10, what="the run directory is removed")
     finally:
         for pid in workers:
             if alive(pid):
@@ -119,11 +113,11 @@ def test_a_stopped_worker_is_replaced_and_holds_back_no_new_version(onnx_repo, o
         stopped = server.worker_pids()[1]
         os.kill(stopped, signal.SIGSTOP)
         shutil.copytree(repo / "mnist" / "1", repo / "mnist" / "2")
-        wait_for(lambda: served_versions(server) == ["1", "2"], 60, "version 2 is served")
+        wait_for(lambda: served_versions(server) == ["1", "2"], 60, what="version 2 is served")
         assert not alive(stopped)
         assert f"(pid {stopped}) has not answered for" in server.log()
         assert len(server.worker_pids()) == 2 and stopped not in server.worker_pids()
-        wait_for(lambda: all(served_versions(server) == ["1", "2"] for _ in range(6)), 30, "by both")
+        wait_for(lambda: all(served_versions(server) == ["1", "2"] for _ in range(6)), 30, what="by both")
     finally:
         if stopped is not None and alive(stopped):
             os.kill(stopped, signal.SIGKILL)
@@ -139,12 +133,12 @@ def test_workers_that_die_after_serving_are_started_again_with_a_back_off(onnx_r
     try:
         killed: list[int] = []
         for _ in range(4):
-            wait_for(lambda: set(server.worker_pids()) - set(killed), 30, "another worker runs")
+            wait_for(lambda: set(server.worker_pids()) - set(killed), 30, what="another worker runs")
             server.wait_ready()
             (pid,) = server.worker_pids()
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
-        wait_for(lambda: set(server.worker_pids()) - set(killed), 30, "another worker runs")
+        wait_for(lambda: set(server.worker_pids()) - set(killed), 30, what="another worker runs")
         server.wait_ready()
         assert server.process.poll() is None
         log = server.log()

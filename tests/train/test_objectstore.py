@@ -17,7 +17,8 @@ from nnsql.train.objectstore import DataError
 from nnsql.train.spawn import __main__ as spawn
 from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
-from tests.s3_server import TEST_CREDENTIALS, free_port, s3_test_server, server_client, upload
+from tests.fixtures import free_port
+from tests.s3_server import TEST_CREDENTIALS, s3_test_server, server_client, upload
 from tests.train.runs import only_run
 
 BUCKET = "physics"

@@ -22,6 +22,7 @@ from nnsql.train.spawn.control import Settings, run_job
 from nnsql.train.spawn.local import LocalBackend
 from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
+from tests.fixtures import free_port
 from tests.train.runs import only_run
 from tests.train.test_spawn_safety import alive
 
@@ -290,7 +291,6 @@ def descendants(pid: int) -> set[int]:
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP])
 def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tmp_path, number):
-    import socket
     import subprocess
 
     import requests
@@ -308,9 +308,7 @@ def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tm
             event_pb2.Event(step=step, wall_time=time.time(), summary=summary_pb2.Summary(value=[value]))
         )
     writer.close()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "nnsql.train.spawn", "tensorboard", "r-tb", "--port", str(port)]
     server = subprocess.Popen(command, cwd=runs.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
     started: set[int] = set()

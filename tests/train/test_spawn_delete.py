@@ -13,6 +13,7 @@ from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import cli, kube, manifests
 from nnsql.train.spawn.backend import RunSpec
 from tests.conftest import REPO
+from tests.fixtures import free_port
 
 MNIST = REPO / "train" / "mnist.py"
 
@@ -102,11 +103,7 @@ current-context: x
 
 
 def test_an_unreachable_cluster_is_a_note_and_local_runs_are_still_deleted(tmp_path, monkeypatch, capsys):
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     (tmp_path / "kubeconfig").write_text(KUBECONFIG % port)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     runs = tmp_path / "runs"

@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import yaml
 from nnsql.train.spawn import __main__ as spawn
 from nnsql.train.spawn import commands, preflight
 from tests.conftest import REPO
+from tests.fixtures import wait_for
 from tests.train.runs import only_run, run_folders
 
 SLEEPER = """
@@ -48,13 +48,6 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"  # a zombie is dead
 
 
-def wait_for(condition, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def spawn_process(tmp_path: Path, *args: str) -> subprocess.Popen:
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
@@ -75,12 +68,12 @@ def spawn_process(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 def run_folder(tmp_path: Path) -> Path:
-    wait_for(lambda: (tmp_path / "runs").is_dir() and any(run_folders(tmp_path / "runs")))
+    wait_for(lambda: (tmp_path / "runs").is_dir() and any(run_folders(tmp_path / "runs")), 60)
     return run_folders(tmp_path / "runs")[0]
 
 
 def worker_pids(run_dir: Path) -> list[int]:
-    wait_for(lambda: (run_dir / "workers.json").exists())
+    wait_for(lambda: (run_dir / "workers.json").exists(), 60)
     return list(json.loads((run_dir / "workers.json").read_text())["pids"].values())
 
 
@@ -90,7 +83,9 @@ def test_a_signal_to_spawn_stops_every_worker_and_is_recorded(tmp_path, number):
     process = spawn_process(tmp_path, "1", str(child_file), "stay")
     run_dir = run_folder(tmp_path)
     pids = worker_pids(run_dir)
-    wait_for(lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)))
+    wait_for(
+        lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)), 60
+    )
     process.send_signal(number)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
@@ -245,7 +240,9 @@ def test_workers_do_not_outlive_a_spawn_that_is_killed(tmp_path):
     process = spawn_process(tmp_path, "none", str(tmp_path / "child.pid"), "stay")
     run_dir = run_folder(tmp_path)
     pids = worker_pids(run_dir)
-    wait_for(lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)))
+    wait_for(
+        lambda: all("ready" in (run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in (0, 1)), 60
+    )
     process.kill()
     process.communicate(timeout=30)
     try:
