@@ -91,8 +91,24 @@ def test_converters_register_without_import_cycles():
 
 
 def is_program(path: Path) -> bool:
-    """A `__main__.py`, or a script run by its path (`python train/mnist.py`)."""
-    return path.name == "__main__.py" or 'if __name__ == "__main__":' in path.read_text()
+    """A `__main__.py`, the `__init__.py` that `python -m` runs on the way to one, or a script run by its
+    path (`python train/mnist.py`)."""
+    scripted = any(
+        isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+        for node in ast.parse(path.read_text()).body
+    )
+    if path.name == "__main__.py" or scripted:
+        return True
+    return path.name == "__init__.py" and any(path.parent.rglob("__main__.py"))
+
+
+def relative_imports(files: list[Path]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level
+    ]
 
 
 def test_every_project_import_is_namespaced():
@@ -100,15 +116,8 @@ def test_every_project_import_is_namespaced():
     import names nnsql, or is relative inside its own folder. A program keeps absolute imports, so that
     `python -m export.oracle` and `python train/mnist.py` load everything under the one name nnsql."""
     files = python_files(*PACKAGES, "nnsql", "tests")
-    bare = offenders(files, PACKAGES)
-    relative = [
-        f"{path.relative_to(ROOT)}:{node.lineno}"
-        for path in files
-        if is_program(path) or path.is_relative_to(ROOT / "tests")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.level
-    ]
-    assert bare == [] and relative == []
+    programs = [path for path in files if path.is_relative_to(ROOT / "tests") or is_program(path)]
+    assert offenders(files, PACKAGES) == [] and relative_imports(programs) == []
 
 
 def effects(init: Path) -> list[str]:
@@ -137,7 +146,8 @@ def test_package_init_files_have_no_side_effects():
 
 
 def test_the_checks_can_fail(tmp_path, monkeypatch):
-    """The checks themselves can fail: a bare import, an import cycle and an __init__ with an effect."""
+    """The checks themselves can fail: a bare import, an import cycle (spelled absolute or relative), a
+    relative import in a program and an __init__ with an effect."""
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     (tmp_path / "bad.py").write_text("def f():\n    from train import mnist\n")
     assert offenders([tmp_path / "bad.py"], ("train",)) == [
@@ -147,5 +157,10 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text("import nnsql.b\n")
     (tmp_path / "b.py").write_text("from nnsql import a\n")
     assert import_cycles([tmp_path / "a.py", tmp_path / "b.py"]) == [["nnsql.a", "nnsql.b", "nnsql.a"]]
+    (tmp_path / "c.py").write_text("from .d import f\n")
+    (tmp_path / "d.py").write_text("from . import c\n\nif __name__ == '__main__':\n    pass\n")
+    assert import_cycles([tmp_path / "c.py", tmp_path / "d.py"]) == [["nnsql.c", "nnsql.d", "nnsql.c"]]
+    programs = [path for path in (tmp_path / "c.py", tmp_path / "d.py") if is_program(path)]
+    assert relative_imports(programs) == ["d.py:1"]
     (tmp_path / "__init__.py").write_text('"""Doc."""\nimport os\n\nos.environ["X"] = "1"\n')
     assert effects(tmp_path / "__init__.py") == ["__init__.py:4"]
