@@ -33,8 +33,9 @@ print("short names:", *sorted(m for m in sys.modules if m.split(".")[0] in ("exp
 def test_a_module_lives_at_the_path_its_name_spells():
     """No folder joins the package's path at run time: nnsql.export.ir.graph is nnsql/export/ir/graph.py,
     the path mypy, import-linter and an IDE derive from the name."""
-    assert nnsql.__path__ == [str(REPO / "nnsql")]
-    assert Path(nnsql.export.ir.graph.__file__) == REPO / "nnsql" / "export" / "ir" / "graph.py"
+    package = Path(nnsql.__path__[0])
+    assert nnsql.__path__ == [str(package)] and package.resolve() == REPO / "nnsql"
+    assert Path(nnsql.export.ir.graph.__file__) == package / "export" / "ir" / "graph.py"
     assert nnsql.source_checkout() == REPO
 
 
