@@ -121,7 +121,7 @@ def peer_venv(name: str, venvs: Path, install: bool) -> Path | None:
 def build_repository(directory: Path) -> Path:
     import keras
 
-    from nnsql.export.onnx.__main__ import export
+    from nnsql.export.onnx.compile import export
     from nnsql.train.mnist import build_model
 
     keras.utils.set_random_seed(0)

@@ -79,7 +79,7 @@ def onnx_udf(model, name: str, workdir: Path, shapes: list[list[int]]):
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql.types import ArrayType, FloatType
 
-    from nnsql.export.onnx.__main__ import convert
+    from nnsql.export.onnx.emit import convert
 
     path = workdir / f"{name}.onnx"
     zeros = [np.zeros((1, *shape), np.float32) for shape in shapes]

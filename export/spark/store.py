@@ -148,7 +148,7 @@ class SparkStore:
 
     def answers(
         self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
-    ) -> dict[str, list]:
+    ) -> dict[str, list[Any]]:
         view = self.rows_view(inputs)
         rows = self.sql(f"SELECT {self.calls(functions)} FROM {view} ORDER BY _nn_row").collect()
         return {function: [row[i] for row in rows] for i, function in enumerate(functions)}
