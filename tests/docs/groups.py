@@ -10,6 +10,7 @@ GROUPS = {
     "training": ["docs/training.md", "docs/benchmarking-clusters.md", "docs/benchmarks.md"],
     "targets": [
         "docs/duckdb.md",
+        "docs/spark.md",
         "docs/postgres.md",
         "docs/oracle.md",
         "docs/export-time.md",
