@@ -52,7 +52,7 @@ def two_heads() -> keras.Model:
 def recurrent() -> keras.Model:
     """Masked, zero-padded sequences (6 steps × 3) → SimpleRNN(8) → Dense(3, softmax)."""
     sequence = keras.Input((STEPS, CHANNELS), name="sequence")
-    masked = keras.layers.Masking(0.0)(sequence)
+    masked = keras.layers.Masking(0.0, name="masking")(sequence)  # the faults name its variables
     state = keras.layers.SimpleRNN(8, name="rnn")(masked)
     outputs = keras.layers.Dense(3, activation="softmax", name="classes")(state)
     return models._seeded(keras.Model(sequence, outputs), 44)
