@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nnsql.imagedata import FASHION_CLASSES
 from tests.fixtures import made_once
 
 TRAINING_SCRIPT = """\
@@ -51,19 +52,6 @@ model.fit(x, y, epochs=epochs, batch_size=64, verbose=2, callbacks=[logs])
 model.save(os.path.join(output, "model.keras"))
 """
 
-FASHION_CLASSES = [
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-]
-
 
 def make(folder: Path) -> None:
     import keras
@@ -77,7 +65,7 @@ def make(folder: Path) -> None:
     keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(hidden)).save(folder / "model.keras")
     for name in ("train.py", "my_training.py"):
         (folder / name).write_text(TRAINING_SCRIPT)
-    models.save(models.cern_mlp(), folder / "models" / "fashion", FASHION_CLASSES)
+    models.save(models.cern_mlp(), folder / "models" / "fashion", list(FASHION_CLASSES))
     # the data set `--load-test-data` loads, named as `python -m nnsql.train.mnist` names it
     metadata = folder / "models" / "fashion" / "metadata.json"
     metadata.write_text(json.dumps({**json.loads(metadata.read_text()), "dataset": "fashion-mnist"}))
