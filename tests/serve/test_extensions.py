@@ -153,11 +153,24 @@ def test_load_retries_a_broken_version_and_says_why_it_fails(client, serve_app, 
     other.close()
 
 
-def test_unload_through_one_worker_holds_in_every_worker(serve_app, onnx_repo, tmp_path):
+def test_unload_through_one_worker_holds_in_every_worker(serve_app, onnx_repo, tmp_path, monkeypatch):
     """Two app instances following one master's plan (serve/coordination.py) stand for two workers."""
     import threading
 
+    import flask
+
     from nnsql.serve.coordination import Coordinator
+
+    # The two apps are built in two threads (each waits for the plan); werkzeug compiles their routes
+    # with ast.parse, which CPython 3.11 does not make safe in two threads at once ("AST constructor
+    # recursion depth mismatch"). Real workers are processes: only this test needs the lock.
+    lock, register = threading.Lock(), flask.Flask.register_blueprint
+
+    def one_at_a_time(app: flask.Flask, *args, **kwargs):
+        with lock:
+            return register(app, *args, **kwargs)
+
+    monkeypatch.setattr(flask.Flask, "register_blueprint", one_at_a_time)
 
     coordinator = Coordinator(onnx_repo, tmp_path / "run" / "repository", poll_seconds=60)
     coordinator.plan()
