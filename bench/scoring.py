@@ -45,23 +45,23 @@ GOALS_MS_PER_ROW = {
 RESULTS = Path(__file__).parent / "results"
 
 
-def best_seconds(run: Callable[[], object], repeat: int) -> float:
-    timings = []
+def timings(run: Callable[[], object], repeat: int) -> list[float]:
+    """The seconds of each of `repeat` runs."""
+    seconds = []
     for _ in range(repeat):
         started = time.perf_counter()
         run()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def best_seconds(run: Callable[[], object], repeat: int) -> float:
+    return min(timings(run, repeat))
 
 
 def median_seconds(run: Callable[[], object], repeat: int) -> float:
     """The median of `repeat` runs: on a shared machine one lucky or unlucky run says little."""
-    timings = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        timings.append(time.perf_counter() - started)
-    return float(np.median(timings))
+    return float(np.median(timings(run, repeat)))
 
 
 def conditions() -> str:

@@ -15,7 +15,6 @@ import os
 import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from nnsql import quiet
 from nnsql.bench.recurrent_scoring import events
+from nnsql.bench.scoring import best_seconds
 
 
 def mlp_table(rows: int) -> pa.Table:
@@ -41,15 +41,6 @@ def gru_table(rows: int) -> pa.Table:
             "hlf_input": pa.FixedSizeListArray.from_arrays(pa.array(hlf.ravel()), 14),
         }
     )
-
-
-def best(run, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def export(model, name: str, workdir: Path, spark, duckdb_file: Path) -> None:
@@ -119,17 +110,19 @@ def measure(spark, duckdb_file: Path, name: str, arguments: str, parquet: Path, 
     query = f"SELECT sum({name}.predict_proba({arguments})[{{first}}]) FROM {{source}}"
     frame = spark.read.parquet(str(parquet))
     frame.createOrReplaceTempView("rows")
-    spark_seconds = best(lambda: spark.sql(query.format(first=0, source="rows")).collect(), repeat)
+    spark_seconds = best_seconds(lambda: spark.sql(query.format(first=0, source="rows")).collect(), repeat)
     columns = [
         functions.flatten(column) if column == "gru_input" else functions.col(column)
         for column in frame.columns
     ]
-    udf_seconds = best(lambda: frame.select(functions.sum(udf(*columns)[0])).collect(), repeat)
+    udf_seconds = best_seconds(lambda: frame.select(functions.sum(udf(*columns)[0])).collect(), repeat)
     con = duckdb.connect(str(duckdb_file), read_only=True)
     try:
         source = f"read_parquet('{parquet}')"
         flat = query.replace("gru_input,", "flatten(gru_input),")  # DuckDB's macros take flat lists
-        duck_seconds = best(lambda: con.execute(flat.format(first=1, source=source)).fetchall(), repeat)
+        duck_seconds = best_seconds(
+            lambda: con.execute(flat.format(first=1, source=source)).fetchall(), repeat
+        )
     finally:
         con.close()
     return {"spark": spark_seconds, "udf": udf_seconds, "duckdb": duck_seconds}
