@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             owned = not session.running()  # a session the caller started stays theirs
             return SparkStore(session.start(where), progress=not args.quiet, owned=owned)
 
-        compile_model(open_store, request, CAPABILITIES, lambda _: where.describe())
+        # Spark starts once the model has compiled: a refused layer starts no JVM and writes no warehouse.
+        compile_model(open_store, request, CAPABILITIES, lambda _: where.describe(), connect_first=False)
         print("a fresh session calls the functions with:")
         for line in where.command_lines(args.name):
             print(f"  {line}")

@@ -205,3 +205,22 @@ def test_bad_input_is_one_line_and_the_session_survives(spark, published, tmp_pa
     except Exception as error:  # the wrong length, named in Spark's first line
         message = str(error).splitlines()[0]
     assert "mnist: features must have 784 values, got 2" in message
+
+
+def test_an_unsupported_layer_is_refused_before_spark_starts(tmp_path):
+    """A layer Spark cannot compile is refused in one line, as on the other targets, before anything is
+    written: no warehouse folder, no JVM started (a separate process, so no test session is reused)."""
+    import subprocess
+    import sys
+
+    path = models.save(models.with_unsupported_activation(), tmp_path / "model")
+    warehouse = tmp_path / "wh"
+    command = [sys.executable, "-m", "nnsql", "export", "spark", "--model", str(path), "--name", "refused"]
+    result = subprocess.run(
+        [*command, "--warehouse", str(warehouse)], capture_output=True, text=True, timeout=300
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2
+    assert lines[-1].startswith("error: ") and "sparsemax" in lines[-1]
+    assert not any("Spark" in line or "log4j" in line for line in lines), result.stderr
+    assert not warehouse.exists()
