@@ -1,26 +1,46 @@
 """IR → PostgreSQL with the cube kernel: the PL/pgSQL generator, with every Dense product computed by the
 trusted extension cube's C `cube_distance` (the algebra and its error bound: export/postgres/kernels.py).
 
-Per Dense node, the generated code cuts the input into points, divides it by a power of two s at or above
-their largest norm when that exceeds 1 (exact), computes the row's term once, then runs one statement per
-unit whose chunks are unrolled:
+The weights are literals of the generated code: PL/pgSQL parses a function once per session and keeps
+the plan of each expression, so the points are built once per session and no call reads a table. Per
+Dense node the code cuts x into points once, divides it by a power of two s when a point's norm exceeds
+R (kernels.scale_limit; exact), computes the row's term once, then every unit in one expression:
 
     h[j] = bias[j] + s · (row + |v_j|² − Σ_c cube_distance(x_c/s, v_jc)²) / 2
+
+and the library's activations element by element in one more (a PL/pgSQL loop costs more than the
+products of a small layer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
+from ..codegen.generator import Check
 from ..codegen.sqltext import literal
 from ..ir import graph as ir
 from ..target import Capabilities, emitted_kinds, register
 from .generator import PostgresGenerator, weight_variable
-from .kernels import cube_kernel
+from .kernels import CUBE_MAX_DIM, CubeKernel, cube_kernel, scale_limit
+
+FLOAT32_MAX = 3.4028234663852886e38
+# The library's activations (nnsql.activate), one element at a time: the same formulas, so the same values.
+ELEMENTWISE = {
+    "relu": "greatest({e}, 0)",
+    "tanh": "tanh({e})",
+    "sigmoid": "CASE WHEN {e} >= 0 THEN 1 / (1 + exp(-least({e}, 700))) "
+    "ELSE exp(greatest({e}, -700)) / (1 + exp(greatest({e}, -700))) END",
+}
 
 
-def is_dense_kernel(node: ir.Node, role: str) -> bool:
-    return isinstance(node, ir.Dense) and role == "kernel"
+def is_inlined_weight(node: ir.Node, role: str) -> bool:
+    return isinstance(node, ir.Dense) and role in ("kernel", "bias")
+
+
+def chunks(size: int, chunk: int) -> list[tuple[int, int]]:
+    """(first, last) 1-based subscripts of each point x is cut into."""
+    return [(first + 1, min(first + chunk, size)) for first in range(0, size, chunk)]
 
 
 class CubeGenerator(PostgresGenerator):
@@ -28,57 +48,121 @@ class CubeGenerator(PostgresGenerator):
         super().__init__(graph, name, version)
         self.cube_schema = cube_schema  # quoted identifier, read from pg_extension
 
+    def point(self, values: list[float]) -> str:
+        """A cube point literal; repr() writes each float8 exactly."""
+        text = "(" + ", ".join(repr(float(value)) for value in values) + ")"
+        return f"{literal(text)}::{self.cube_schema}.cube"
+
+    def distance(self, a: str, b: str) -> str:
+        return f"{self.cube_schema}.cube_distance({a}, {b})"
+
+    def parts(self, x: str, size: int, chunk: int) -> list[str]:
+        """x as points of `chunk` values each (the last may hold fewer)."""
+        return [f"{self.cube_schema}.cube({x}[{first}:{last}])" for first, last in chunks(size, chunk)]
+
+    def peak(self, points: list[str]) -> str:
+        """The largest norm of the points (cube_distance reads a NaN coordinate as 0)."""
+        origin = self.point([0.0])
+        return "greatest(" + ", ".join(self.distance(point, origin) for point in points) + ")"
+
+    def input_checks(self, spec: ir.TensorSpec) -> Iterator[Check | str]:
+        """The shared checks, the scan for non-finite values skipped when C can vouch for the input: no
+        NaN, and no point's norm beyond float32's range (a norm bounds each of its values)."""
+        for check in super().input_checks(spec):
+            if isinstance(check, Check) and check.kind == "nonfinite":
+                x = spec.name
+                norms = self.peak(self.parts(x, spec.size, CUBE_MAX_DIM))
+                vouched = f"{norms} <= {FLOAT32_MAX!r} AND array_position({x}, 'NaN') IS NULL"
+                check = replace(
+                    check, condition=f"(CASE WHEN {vouched} THEN false ELSE {check.condition} END)"
+                )
+            yield check
+
     def emit_Dense(self, node: ir.Dense, x: str) -> list[str]:
         layout = cube_kernel(node.kernel.array)
-        y, points, row = self.var(node.name), f"c_{node.name}_x", f"c_{node.name}_row"
-        distances = " + ".join(
-            f"{self.cube_schema}.cube_distance({points}[{c + 1}], c_{node.name}_points[nn_j * "
-            f"{layout.chunks} + {c + 1}]) ^ 2"
-            for c in range(layout.chunks)
-        )
-        bias = f"{weight_variable(node, 'bias')}[nn_j + 1] + " if node.bias is not None else ""
-        scale = f"c_{node.name}_scale"
+        points, row, scale = f"c_{node.name}_x", f"c_{node.name}_row", f"c_{node.name}_scale"
+        spans = chunks(layout.inputs, layout.chunk)
+        limit = scale_limit(layout)
+        shifted = [
+            self.distance(f"{points}[{c + 1}]", self.point([-layout.shift] * (last - first + 1)))
+            for c, (first, last) in enumerate(spans)
+        ]
         lines = [
-            f"{points} := nnsql.cube_chunks({x}, {layout.chunk});",
-            f"{scale} := nnsql.cube_scale({points});",  # 1 for inputs within ±1: nothing more to do
-            f"IF {scale} > 1 THEN {points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale}); END IF;",
-            f"{row} := nnsql.cube_row_term({points}, {layout.shift!r});",
+            f"{points} := ARRAY[{', '.join(self.parts(x, layout.inputs, layout.chunk))}];",
+            f"{scale} := {self.peak([f'{points}[{c + 1}]' for c in range(len(spans))])};",
+            # beyond R the rounding grows with |x|²: x/s instead, s a power of two (exact)
+            f"IF {scale} > {limit!r} THEN",
+            f"    {scale} := 2 ^ ceil(ln({scale} / {limit!r}) / ln(2::float8));",
+            f"    {points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
+            f"ELSE {scale} := 1; END IF;",
+            f"{row} := "
+            + " + ".join(f"{d} ^ 2" for d in shifted)
+            + f" - {float(layout.inputs * layout.shift**2)!r};",
             # cube_distance reads a NaN coordinate as a distance, not NaN: a NaN input (a fully masked
             # average's) makes every unit NaN, as in Keras
             f"IF array_position({x}, 'NaN') IS NOT NULL THEN {row} := 'NaN'; END IF;",
-            f"FOR nn_j IN 0..{layout.units - 1} LOOP",
-            f"    {y}[nn_j + 1] := {bias}{scale} * ({row} + c_{node.name}_norms[nn_j + 1] "
-            f"- ({distances})) / 2;",
-            "END LOOP;",
+            f"{self.var(node.name)} := ARRAY[",
+            *self.units(node, layout, points, row, scale),
+            "];",
         ]
-        if node.activation != "linear":
-            lines.append(self.activate(node))
+        return lines + self.activated(node)
+
+    def units(self, node: ir.Dense, layout: CubeKernel, points: str, row: str, scale: str) -> list[str]:
+        """One line per unit: its pre-activation, the kernel's points and |v|² as literals."""
+        spans = chunks(layout.inputs, layout.chunk)
+        lines = []
+        for j in range(layout.units):
+            vector = layout.vectors[j]
+            distances = " + ".join(
+                f"{self.distance(f'{points}[{c + 1}]', self.point(list(vector[first - 1 : last])))} ^ 2"
+                for c, (first, last) in enumerate(spans)
+            )
+            bias = f"{float(node.bias.array[j])!r} + " if node.bias is not None else ""
+            comma = "," if j < layout.units - 1 else ""
+            lines.append(
+                f"    {bias}{scale} * ({row} + {float(layout.norms[j])!r} - ({distances})) / 2{comma}"
+            )
         return lines
 
-    def dense_nodes(self) -> Iterator[ir.Dense]:
-        return (node for node in self.graph.all_nodes() if isinstance(node, ir.Dense))
+    def activated(self, node: ir.Dense) -> list[str]:
+        """The activation in place, one expression over the elements where the library has it."""
+        y, units = self.var(node.name), node.units
+        if node.activation == "linear":
+            return []
+        if node.activation == "softmax":
+            exps = ", ".join(f"exp(greatest({y}[{i}] - nn_peak, -700))" for i in range(1, units + 1))
+            total = " + ".join(f"{y}[{i}]" for i in range(1, units + 1))
+            shares = ", ".join(f"{y}[{i}] / nn_total" for i in range(1, units + 1))
+            return [
+                f"nn_peak := greatest({', '.join(f'{y}[{i}]' for i in range(1, units + 1))});",
+                f"{y} := ARRAY[{exps}];",
+                f"nn_total := {total};",
+                f"{y} := ARRAY[{shares}];",
+            ]
+        if node.activation in ELEMENTWISE:
+            form = ELEMENTWISE[node.activation]
+            return [f"{y} := ARRAY[{', '.join(form.format(e=f'{y}[{i}]') for i in range(1, units + 1))}];"]
+        return [self.activate(node)]
 
     def weights_to_load(self) -> Iterator[tuple[ir.Node, str]]:
-        """Every weight but the Dense kernels, which come from nnsql.cube_tensors (loads)."""
-        return ((n, role) for n, role in super().weights_to_load() if not is_dense_kernel(n, role))
-
-    def loads(self) -> Iterator[str]:
-        yield from super().loads()
-        for node in self.dense_nodes():
-            yield (
-                f"SELECT points, norms INTO c_{node.name}_points, c_{node.name}_norms\n"
-                f"      FROM nnsql.cube_tensors WHERE model = {literal(self.name)} "
-                f"AND version = {self.version} AND tensor = {literal(f'{node.name}.kernel')};"
-            )
+        """Every weight but the Dense kernels and biases, which are literals of the code."""
+        return ((n, role) for n, role in super().weights_to_load() if not is_inlined_weight(n, role))
 
     def variables(self) -> Iterator[str]:
-        yield from super().variables()
-        for node in self.dense_nodes():
-            yield f"c_{node.name}_x {self.cube_schema}.cube[]"
-            yield f"c_{node.name}_row float8"
-            yield f"c_{node.name}_scale float8"
-            yield f"c_{node.name}_points {self.cube_schema}.cube[]"
-            yield f"c_{node.name}_norms float8[]"
+        inlined = {
+            f"{weight_variable(node, role)} real[]"
+            for node in self.graph.all_nodes()
+            for role, _ in node.weights()
+            if is_inlined_weight(node, role)
+        }
+        yield from (variable for variable in super().variables() if variable not in inlined)
+        for node in self.graph.all_nodes():
+            if isinstance(node, ir.Dense):
+                yield f"c_{node.name}_x {self.cube_schema}.cube[]"
+                yield f"c_{node.name}_row float8"
+                yield f"c_{node.name}_scale float8"
+        yield "nn_peak float8"
+        yield "nn_total float8"
 
 
 CAPABILITIES = register(

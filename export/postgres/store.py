@@ -127,18 +127,6 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
             yield f"{node.name}.{role}", weights.array
 
 
-# Unit u's chunk c of the flat (units × n) shifted kernel becomes one cube point, unit-major.
-INSERT_POINTS = """
-INSERT INTO nnsql.cube_tensors (model, version, tensor, chunk, shift, norms, points)
-SELECT %(model)s, %(version)s, %(tensor)s, %(chunk)s, %(shift)s, %(norms)s,
-       ARRAY(SELECT {}(v[u * %(n)s + c * %(chunk)s + 1:u * %(n)s + least((c + 1) * %(chunk)s, %(n)s)])
-               FROM pg_catalog.generate_series(0, %(units)s - 1) AS u,
-                    pg_catalog.generate_series(0, %(chunks)s - 1) AS c
-              ORDER BY u, c)
-  FROM (SELECT %(vectors)s::float8[] AS v) AS t
-"""
-
-
 class PostgresStore(RegistryStore):
     target = "postgres"
 
@@ -232,7 +220,7 @@ class PostgresStore(RegistryStore):
         self.con.execute(self.installed)
 
     def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
-        """The chosen kernel's generator; the cube kernel first installs its runtime and points."""
+        """The chosen kernel's generator; the cube kernel first installs its runtime."""
         if self.kernel != "cube":
             return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
         schema_name = kernels.cube_schema(self.con)
@@ -240,29 +228,7 @@ class PostgresStore(RegistryStore):
         check_schemas(self.con, [schema_name], self.registry_owners, whole=schema_name == "nnsql")
         schema = sql.Identifier(schema_name).as_string(self.con)
         self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
-        for node in graph.all_nodes():
-            if isinstance(node, ir.Dense):
-                self.install_points(name, version, node, schema_name)
         return CubeGenerator(graph, name, version, cube_schema=schema)
-
-    def install_points(self, name: str, version: int, node: ir.Dense, cube_schema: str) -> None:
-        """The node's kernel as shifted cube points (kernels.CubeKernel), built in the server."""
-        layout = kernels.cube_kernel(node.kernel.array)
-        self.con.execute(
-            sql.SQL(INSERT_POINTS).format(sql.Identifier(cube_schema, "cube")),
-            {
-                "model": name,
-                "version": version,
-                "tensor": f"{node.name}.kernel",
-                "chunk": layout.chunk,
-                "shift": layout.shift,
-                "norms": layout.norms.tolist(),
-                "n": layout.inputs,
-                "units": layout.units,
-                "chunks": layout.chunks,
-                "vectors": layout.vectors.ravel().tolist(),
-            },
-        )
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         rows = self.query_samples(name, inputs, ("predict",))

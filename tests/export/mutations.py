@@ -184,7 +184,16 @@ TEXT_FAULTS: dict[str, dict[str, Rewrites]] = {
         ),
     },
 }
-TEXT_FAULTS["cube"] = TEXT_FAULTS["plpgsql"]
+# The cube kernel applies ReLU element by element, in one statement that may span lines.
+TEXT_FAULTS["cube"] = {
+    **TEXT_FAULTS["plpgsql"],
+    "relu_capped_at_50": (
+        (
+            r"^(\s*)(v_hidden := ARRAY\[greatest\(v_hidden\[1\], 0\)[\s\S]*?\];)$",
+            r"\1\2\n\1v_hidden := ARRAY(SELECT least(e, 50) FROM unnest(v_hidden) AS e);",
+        ),
+    ),
+}
 
 
 # The control: the same injection with no fault (the generated code rewritten as it was generated).
