@@ -87,6 +87,20 @@ def elementwise(variable: str, activation: str) -> str:
     )
 
 
+# The planner's price of one call, in cpu_operator_cost units (1/400 of a page read): a unit per four
+# weights puts the MNIST MLP (79,510 weights, ~0.5 ms a row with the cube kernel) at 50 page reads a row.
+WEIGHTS_PER_COST_UNIT = 4
+# A parallel worker compiles the scoring code before its first row: about this many rows' worth of time.
+PARALLEL_SETUP_ROWS = 200
+CPU_OPERATOR_COST = 0.0025  # PostgreSQL's default
+
+
+def call_cost(graph: ir.Graph) -> int:
+    """predict's COST: PostgreSQL weighs a parallel plan of score_table by it."""
+    weights = sum(w.size for node in graph.all_nodes() for _, w in node.weights())
+    return max(100, weights // WEIGHTS_PER_COST_UNIT)  # 100: the default of a PL/pgSQL function
+
+
 class PostgresGenerator(ProceduralGenerator):
     """PL/pgSQL: the shared statements, with the products computed by library.sql's functions."""
 
@@ -240,6 +254,11 @@ class PostgresGenerator(ProceduralGenerator):
             else literal(f"{self.name}.score_table: {kinds.refusal(self.name, self.graph.kind, 'score')}"),
             # what calls predict may run in a parallel worker only if predict may
             parallel="UNSAFE" if self.plpython else "SAFE",
+            cost=call_cost(self.graph),
+            parallel_setup_rows=PARALLEL_SETUP_ROWS,
+            parallel_setup_cost=max(
+                1000, round(PARALLEL_SETUP_ROWS * call_cost(self.graph) * CPU_OPERATOR_COST)
+            ),
             variables=list(self.variables()),
             checks=[in_body(check) for check in context["checks"]],
             loads=[] if self.plpython else list(self.loads()),

@@ -166,6 +166,35 @@ def test_every_kernel_scores_under_a_parallel_plan(postgres_dsn, cern_mlp_path, 
     assert ("Gather" in plan) == (kernel != "plpython")  # PL/Python's functions keep the plan serial
 
 
+def test_cube_kernel_reads_no_table_per_call_and_score_table_goes_parallel(postgres_dsn, cern_mlp_path):
+    """The cube kernel's weights are literals of its code: a call reads no table. score_table weighs a
+    parallel plan by the cost of scoring, so a table of 600 rows gets workers with the default settings,
+    although its features, stored compressed, leave it a few pages small."""
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
+    plans: list[str] = []
+    with psycopg.connect(postgres_dsn) as con:
+        con.execute(
+            "CREATE TABLE images AS SELECT i AS id, array_fill((i % 7) / 7.0::real, ARRAY[784]) AS features "
+            "FROM generate_series(1, 600) i"
+        )
+        con.execute("ANALYZE images")
+        con.commit()
+        for i in range(1, 21):
+            con.execute("SELECT mnist.predict(features) FROM images WHERE id = %s", [i]).fetchone()
+        reads = con.execute(
+            "SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_xact_user_tables "
+            "WHERE schemaname = 'nnsql'"
+        ).fetchone()[0]
+        con.commit()
+        con.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+            con.execute(f"LOAD 'auto_explain'; SET auto_explain.{setting}")
+        scored = con.execute("SELECT count(*) FROM mnist.score_table('images', 'id', 'features')").fetchone()
+    assert reads == 0 and scored == (600,)
+    table_plans = [plan for plan in plans if "predict_proba" in plan and "Seq Scan on images" in plan]
+    assert table_plans and all("Workers Planned: 2" in plan for plan in table_plans), table_plans
+
+
 OLD_SCORE_TABLE = """
 CREATE FUNCTION mnist.score_table(source regclass, id_column text, features_column text)
 RETURNS TABLE (id text, score integer, probabilities float8[])

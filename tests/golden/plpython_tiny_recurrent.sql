@@ -95,14 +95,14 @@ $fn$;
 -- Class probabilities (what predict returns).
 CREATE OR REPLACE FUNCTION tiny.predict_proba(sequence float8[], extra float8[])
 RETURNS float8[] LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT tiny.predict(sequence, extra)
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.predict_logits(sequence float8[], extra float8[])
 RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny outputs probabilities, not logits: use tiny.predict_proba(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;
@@ -110,7 +110,7 @@ $fn$;
 -- Predicted class index (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION tiny.score(sequence float8[], extra float8[])
 RETURNS integer LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(sequence, extra))
 $fn$;
 
@@ -126,14 +126,14 @@ $fn$;
 -- Predicted class label: the class of score().
 CREATE OR REPLACE FUNCTION tiny.label(sequence float8[], extra float8[])
 RETURNS text LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(sequence, extra) + 1]
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.labels(sequence float8[], extra float8[], threshold float8 DEFAULT 0.5)
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny gives one class per row (probabilities): use tiny.label(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;

@@ -6,25 +6,20 @@ CREATE SCHEMA IF NOT EXISTS tiny;
 
 -- What model.predict returns.
 CREATE OR REPLACE FUNCTION tiny.predict(features float8[])
-RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER COST 100
 SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     v_hidden float8[];
     v_output float8[];
-    w_hidden_kernel real[];
-    w_hidden_bias real[];
-    w_output_kernel real[];
     c_hidden_x nnsql.cube[];
     c_hidden_row float8;
     c_hidden_scale float8;
-    c_hidden_points nnsql.cube[];
-    c_hidden_norms float8[];
     c_output_x nnsql.cube[];
     c_output_row float8;
     c_output_scale float8;
-    c_output_points nnsql.cube[];
-    c_output_norms float8[];
+    nn_peak float8;
+    nn_total float8;
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
     IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %', cardinality(
@@ -37,41 +32,52 @@ BEGIN
     IF array_lower(features, 1) <> 1 THEN features := features[
         array_lower(features, 1):array_upper(features, 1)
     ]; END IF;
-    IF nnsql.first_nonfinite(features) IS NOT NULL THEN RAISE EXCEPTION
+    IF (
+        CASE WHEN greatest(nnsql.cube_distance(nnsql.cube(features[1:3]), '(0.0)'::nnsql.cube)) <=
+            3.4028234663852886e+38 AND array_position(features, 'NaN') IS NULL THEN false ELSE
+            nnsql.first_nonfinite(features) IS NOT NULL END
+    ) THEN RAISE EXCEPTION
         'tiny: features holds NaN, infinity or a value beyond the float32 range at 0-based index %',
         nnsql.first_nonfinite(features) USING ERRCODE = 'data_exception'; END IF;
-    SELECT value INTO w_hidden_bias FROM nnsql.tensors
-     WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.bias';
-    SELECT points, norms INTO c_hidden_points, c_hidden_norms
-      FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'hidden.kernel';
-    SELECT points, norms INTO c_output_points, c_output_norms
-      FROM nnsql.cube_tensors WHERE model = 'tiny' AND version = 3 AND tensor = 'output.kernel';
-    c_hidden_x := nnsql.cube_chunks(features, 3);
-    c_hidden_scale := nnsql.cube_scale(c_hidden_x);
-    IF c_hidden_scale > 1 THEN c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale); END IF;
-    c_hidden_row := nnsql.cube_row_term(c_hidden_x, 4.0);
+    c_hidden_x := ARRAY[nnsql.cube(features[1:3])];
+    c_hidden_scale := greatest(nnsql.cube_distance(c_hidden_x[1], '(0.0)'::nnsql.cube));
+    IF c_hidden_scale > 16.0 THEN
+        c_hidden_scale := 2 ^ ceil(ln(c_hidden_scale / 16.0) / ln(2::float8));
+        c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale);
+    ELSE c_hidden_scale := 1; END IF;
+    c_hidden_row := nnsql.cube_distance(c_hidden_x[1], '(-4.0, -4.0, -4.0)'::nnsql.cube) ^ 2 - 48.0;
     IF array_position(features, 'NaN') IS NOT NULL THEN c_hidden_row := 'NaN'; END IF;
-    FOR nn_j IN 0..1 LOOP
-        v_hidden[nn_j + 1] := w_hidden_bias[nn_j + 1] + c_hidden_scale * (
-            c_hidden_row + c_hidden_norms[nn_j + 1] - (
-                nnsql.cube_distance(c_hidden_x[1], c_hidden_points[nn_j * 1 + 1]) ^ 2
+    v_hidden := ARRAY[
+        0.10000000149011612 + c_hidden_scale * (
+            c_hidden_row + 37.25 - (nnsql.cube_distance(c_hidden_x[1], '(-3.0, -3.5, -4.0)'::nnsql.cube) ^ 2)
+        ) / 2,
+        -0.10000000149011612 + c_hidden_scale * (
+            c_hidden_row + 43.0625 - (
+                nnsql.cube_distance(c_hidden_x[1], '(-5.0, -3.75, -2.0)'::nnsql.cube) ^ 2
             )
-        ) / 2;
-    END LOOP;
-    v_hidden := nnsql.activate(v_hidden, 'relu');
-    c_output_x := nnsql.cube_chunks(v_hidden, 2);
-    c_output_scale := nnsql.cube_scale(c_output_x);
-    IF c_output_scale > 1 THEN c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale); END IF;
-    c_output_row := nnsql.cube_row_term(c_output_x, 2.0);
+        ) / 2
+    ];
+    v_hidden := ARRAY[greatest(v_hidden[1], 0), greatest(v_hidden[2], 0)];
+    c_output_x := ARRAY[nnsql.cube(v_hidden[1:2])];
+    c_output_scale := greatest(nnsql.cube_distance(c_output_x[1], '(0.0)'::nnsql.cube));
+    IF c_output_scale > 8.0 THEN
+        c_output_scale := 2 ^ ceil(ln(c_output_scale / 8.0) / ln(2::float8));
+        c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale);
+    ELSE c_output_scale := 1; END IF;
+    c_output_row := nnsql.cube_distance(c_output_x[1], '(-2.0, -2.0)'::nnsql.cube) ^ 2 - 8.0;
     IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
-    FOR nn_j IN 0..1 LOOP
-        v_output[nn_j + 1] := c_output_scale * (
-            c_output_row + c_output_norms[nn_j + 1] - (
-                nnsql.cube_distance(c_output_x[1], c_output_points[nn_j * 1 + 1]) ^ 2
-            )
-        ) / 2;
-    END LOOP;
-    v_output := nnsql.activate(v_output, 'softmax');
+    v_output := ARRAY[
+        c_output_scale * (
+            c_output_row + 5.0 - (nnsql.cube_distance(c_output_x[1], '(-1.0, -2.0)'::nnsql.cube) ^ 2)
+        ) / 2,
+        c_output_scale * (
+            c_output_row + 5.0 - (nnsql.cube_distance(c_output_x[1], '(-2.0, -1.0)'::nnsql.cube) ^ 2)
+        ) / 2
+    ];
+    nn_peak := greatest(v_output[1], v_output[2]);
+    v_output := ARRAY[exp(greatest(v_output[1] - nn_peak, -700)), exp(greatest(v_output[2] - nn_peak, -700))];
+    nn_total := v_output[1] + v_output[2];
+    v_output := ARRAY[v_output[1] / nn_total, v_output[2] / nn_total];
     RETURN v_output;
 END
 $fn$;
@@ -80,14 +86,14 @@ $fn$;
 -- Class probabilities (what predict returns).
 CREATE OR REPLACE FUNCTION tiny.predict_proba(features float8[])
 RETURNS float8[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT tiny.predict(features)
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.predict_logits(features float8[])
 RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny outputs probabilities, not logits: use tiny.predict_proba(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;
@@ -95,7 +101,7 @@ $fn$;
 -- Predicted class index (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
 RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(features))
 $fn$;
 
@@ -111,14 +117,14 @@ $fn$;
 -- Predicted class label: the class of score().
 CREATE OR REPLACE FUNCTION tiny.label(features float8[])
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(features) + 1]
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.labels(features float8[], threshold float8 DEFAULT 0.5)
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny gives one class per row (probabilities): use tiny.label(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;
@@ -128,13 +134,17 @@ $fn$;
 -- its column's type with the four-argument form, score_table('images', 'id', 'features', NULL::uuid); the
 -- three-argument form returns integer ids as bigint. OFFSET 0 keeps the subquery whole, so predict_proba
 -- runs once per row, not once per use of p; the class is written out because the caller needs no access
--- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.)
+-- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.) A parallel plan is
+-- weighed by the cost of scoring, not by the table's size (features stored out of line leave a big
+-- table small): min_parallel_table_scan_size 0, and parallel_setup_cost what a worker pays to compile
+-- the scoring code, about 200 rows' worth.
 DROP FUNCTION IF EXISTS tiny.score_table(regclass, text, text);
 CREATE OR REPLACE FUNCTION tiny.score_table(
     source regclass, id_column text, features_column text, id_type anyelement
 )
 RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
+SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT s.i::%s, array_position(s.p, (SELECT max(e) FROM unnest(s.p) AS e)) - 1, s.p FROM '

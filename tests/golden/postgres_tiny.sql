@@ -6,7 +6,7 @@ CREATE SCHEMA IF NOT EXISTS tiny;
 
 -- What model.predict returns.
 CREATE OR REPLACE FUNCTION tiny.predict(features float8[])
-RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER COST 100
 SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -46,14 +46,14 @@ $fn$;
 -- Class probabilities (what predict returns).
 CREATE OR REPLACE FUNCTION tiny.predict_proba(features float8[])
 RETURNS float8[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT tiny.predict(features)
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.predict_logits(features float8[])
 RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny outputs probabilities, not logits: use tiny.predict_proba(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;
@@ -61,7 +61,7 @@ $fn$;
 -- Predicted class index (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
 RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT nnsql.argmax(tiny.predict_proba(features))
 $fn$;
 
@@ -77,14 +77,14 @@ $fn$;
 -- Predicted class label: the class of score().
 CREATE OR REPLACE FUNCTION tiny.label(features float8[])
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (tiny.classes())[tiny.score(features) + 1]
 $fn$;
 
 -- Not for a probabilities model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION tiny.labels(features float8[], threshold float8 DEFAULT 0.5)
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'tiny gives one class per row (probabilities): use tiny.label(features)' USING
         ERRCODE = 'feature_not_supported'; END
 $fn$;
@@ -94,13 +94,17 @@ $fn$;
 -- its column's type with the four-argument form, score_table('images', 'id', 'features', NULL::uuid); the
 -- three-argument form returns integer ids as bigint. OFFSET 0 keeps the subquery whole, so predict_proba
 -- runs once per row, not once per use of p; the class is written out because the caller needs no access
--- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.)
+-- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.) A parallel plan is
+-- weighed by the cost of scoring, not by the table's size (features stored out of line leave a big
+-- table small): min_parallel_table_scan_size 0, and parallel_setup_cost what a worker pays to compile
+-- the scoring code, about 200 rows' worth.
 DROP FUNCTION IF EXISTS tiny.score_table(regclass, text, text);
 CREATE OR REPLACE FUNCTION tiny.score_table(
     source regclass, id_column text, features_column text, id_type anyelement
 )
 RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
+SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT s.i::%s, array_position(s.p, (SELECT max(e) FROM unnest(s.p) AS e)) - 1, s.p FROM '

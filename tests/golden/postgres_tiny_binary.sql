@@ -6,7 +6,7 @@ CREATE SCHEMA IF NOT EXISTS sig;
 
 -- What model.predict returns.
 CREATE OR REPLACE FUNCTION sig.predict(features float8[])
-RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER COST 100
 SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -41,7 +41,7 @@ $fn$;
 -- [1 - p, p]: the probabilities of classes 0 and 1 from the one sigmoid unit p.
 CREATE OR REPLACE FUNCTION sig.predict_proba(features float8[])
 RETURNS float8[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (
         SELECT CASE WHEN s.p IS NULL THEN NULL ELSE ARRAY[1 - s.p[1], s.p[1]] END FROM (
             SELECT sig.predict(features) AS p OFFSET 0
@@ -52,7 +52,7 @@ $fn$;
 -- Not for a binary model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION sig.predict_logits(features float8[])
 RETURNS float8[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'sig outputs binary, not logits: use sig.predict_proba(features)' USING ERRCODE =
         'feature_not_supported'; END
 $fn$;
@@ -60,7 +60,7 @@ $fn$;
 -- Predicted class: 1 when p > 0.5, else 0 (Keras's binary_accuracy: p = 0.5 exactly gives 0).
 CREATE OR REPLACE FUNCTION sig.score(features float8[])
 RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT ((sig.predict_proba(features))[2] > 0.5)::integer
 $fn$;
 
@@ -76,14 +76,14 @@ $fn$;
 -- Predicted class label: the class of score().
 CREATE OR REPLACE FUNCTION sig.label(features float8[])
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT (sig.classes())[sig.score(features) + 1]
 $fn$;
 
 -- Not for a binary model: calling it raises the line below.
 CREATE OR REPLACE FUNCTION sig.labels(features float8[], threshold float8 DEFAULT 0.5)
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp AS $fn$
+COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN RAISE EXCEPTION 'sig gives one class per row (binary): use sig.label(features)' USING ERRCODE =
         'feature_not_supported'; END
 $fn$;
@@ -93,13 +93,17 @@ $fn$;
 -- its column's type with the four-argument form, score_table('images', 'id', 'features', NULL::uuid); the
 -- three-argument form returns integer ids as bigint. OFFSET 0 keeps the subquery whole, so predict_proba
 -- runs once per row, not once per use of p; the class is written out because the caller needs no access
--- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.)
+-- to schema nnsql. (Earlier exports returned the id as text: that form is replaced.) A parallel plan is
+-- weighed by the cost of scoring, not by the table's size (features stored out of line leave a big
+-- table small): min_parallel_table_scan_size 0, and parallel_setup_cost what a worker pays to compile
+-- the scoring code, about 200 rows' worth.
 DROP FUNCTION IF EXISTS sig.score_table(regclass, text, text);
 CREATE OR REPLACE FUNCTION sig.score_table(
     source regclass, id_column text, features_column text, id_type anyelement
 )
 RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp AS $fn$
+SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
+SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT s.i::%s, (s.p[2] > 0.5)::integer, s.p FROM '
