@@ -189,7 +189,7 @@ TEXT_FAULTS["cube"] = {
     **TEXT_FAULTS["plpgsql"],
     "relu_capped_at_50": (
         (
-            r"^(\s*)(v_hidden := ARRAY\[greatest\(v_hidden\[1\], 0\)[\s\S]*?\];)$",
+            r"^(\s*)(v_hidden := ARRAY\[\s*greatest\(v_hidden\[1\], 0\)[\s\S]*?\];)$",
             r"\1\2\n\1v_hidden := ARRAY(SELECT least(e, 50) FROM unnest(v_hidden) AS e);",
         ),
     ),
