@@ -1,10 +1,12 @@
-"""The publish step every database target shares, the last pass of the compile pipeline
-(export/compile.py), and what it works on: the request, the prepared model (`Prepared`: the IR, the sample
-rows and their gate) and the version record.
+"""The publish step every target shares, the last pass of the compile pipeline (export/compile.py), and
+what it works on: the request, the prepared model (`Prepared`: the IR, the sample rows and their gate) and
+the version record.
 
-The store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
-scores of the samples against TensorFlow's (parity), activate it (registry row, switch). A failure anywhere
-discards what was staged, so the previous version keeps scoring.
+The store's lifecycle (Store): stage the new version (tensors and scoring code, or ONNX's model file),
+verify its scores of the samples against TensorFlow's (parity), activate it (registry row or repository
+document, switch). A failure anywhere discards what was staged, so the previous version keeps scoring.
+The SQL targets publish their IR (`ir.Graph`); ONNX, which converts the Keras model itself, publishes
+what its scores mean (`Signature`), read from the IR when the IR reads the model.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -62,8 +64,32 @@ class VersionRecord:
         }
 
 
-class Store(Protocol):
-    """A database target's steps of the export lifecycle, which `publish` runs in this order inside
+class Signature(Protocol):
+    """What publishing reads of the compiled model: what its first output means, its classes and outputs,
+    its inputs and its digest. `ir.Graph` is one; ONNX describes a model the IR does not read with its
+    own (export/onnx/prepare.py). A frozen dataclass: a version keeps class names by a copy of it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def inputs(self) -> tuple[ir.TensorSpec, ...]: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def classes(self) -> tuple[str, ...]: ...
+    @property
+    def outputs(self) -> tuple[ir.OutputSpec, ...]: ...
+    @property
+    def first_size(self) -> int: ...
+    def sha256(self) -> str: ...
+
+
+Model = TypeVar("Model", bound=Signature)
+Staged = TypeVar("Staged", bound=Signature, contravariant=True)
+
+
+class Versions(Protocol[Staged]):
+    """A target's steps of the export lifecycle, which `publish` runs in this order inside
     `session()` (the registry ready, one export at a time): `next_version`; `stage` writes the new version
     beside the active one; `register` writes its registry row, inactive; `scores` (what `predict` returns)
     and `answers` (what the functions users query return) are what the verify step compares with
@@ -75,7 +101,7 @@ class Store(Protocol):
 
     def session(self) -> AbstractContextManager[None]: ...
     def next_version(self, name: str) -> int: ...
-    def stage(self, name: str, version: int, graph: ir.Graph) -> None: ...
+    def stage(self, name: str, version: int, graph: Staged) -> None: ...
     def register(self, record: VersionRecord) -> None: ...
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
     def answers(
@@ -88,6 +114,9 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     progress: bool
+
+
+Store = Versions[ir.Graph]  # a database target's store, which stages the IR
 
 
 @dataclass(frozen=True)
@@ -110,21 +139,26 @@ class ExportRequest:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """Everything computed before the database is touched: the sample rows and their gate (what each is
+class Checked(Generic[Model]):
+    """Everything computed before the store is touched: the sample rows and their gate (what each is
     compared with, computed for the rows the parity budget scores)."""
 
-    graph: ir.Graph
+    graph: Model
     metadata: dict[str, Any]
     samples: SampleSet
     gate: Gate
     # what the graph's kinds were read from (say_kind reports it)
     kinds: OutputKinds = field(default_factory=lambda: OutputKinds((), "as compiled"))
+    # sample sets that must pass before `samples` (a variable length sampled at other lengths)
+    also: tuple[tuple[SampleSet, Gate], ...] = ()
 
     @property
     def expected(self) -> np.ndarray:
         """Every row's reference (for a target that checks rows of its own choosing)."""
         return self.gate.expected(np.arange(self.samples.rows))
+
+
+Prepared = Checked[ir.Graph]  # a database target's: its IR
 
 
 def joined(predicted: Any) -> np.ndarray:
@@ -134,30 +168,24 @@ def joined(predicted: Any) -> np.ndarray:
     return np.asarray(predicted)
 
 
-def input_spec_json(graph: ir.Graph) -> str:
+def input_spec_json(graph: Signature) -> str:
     return json.dumps([{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in graph.inputs])
 
 
-def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
+def publish(
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
+) -> VersionRecord:
     """Stage a new version, verify its scores, activate it; or raise, discarding it, with the old one
     still active (see Store)."""
     with store.session():
         version = store.next_version(request.name)
         prepared = kept_classes(store, request, prepared)
-        graph = prepared.graph
-        store.stage(request.name, version, graph)
+        store.stage(request.name, version, prepared.graph)
         unverified = parity.ParityReport(rows=0, max_abs_diff=0.0, tolerance=request.tolerance)
         store.register(record_of(request, prepared, version, unverified, prepared.samples.source))
-        try:
-            report, source = verify(store, request, prepared, target)
-        except ScoringFailure as failure:
-            raise ExportError(
-                f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
-                f"{failure.reason}; version not published"
-            ) from None
-        gate = prepared.gate
-        bound = gate.float32_bound if gate.float32 else None
-        parity.require(report, target, bound, prepared.samples.describe)
+        for samples, gate in prepared.also:
+            passed(store, request, replace(prepared, samples=samples, gate=gate, also=()), target)
+        report, source = passed(store, request, prepared, target)
         record = record_of(request, prepared, version, report, source)
         store.activate(record)
         store.keep(record, kept_check(request, prepared, report))
@@ -167,7 +195,24 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
     return record
 
 
-def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Prepared:
+def passed(
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
+) -> tuple[parity.ParityReport, str]:
+    """The staged version verified on the prepared sample rows (`verify`), or refused in one line."""
+    try:
+        report, source = verify(store, request, prepared, target)
+    except ScoringFailure as failure:
+        raise ExportError(
+            f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
+            f"{failure.reason}; version not published"
+        ) from None
+    gate = prepared.gate
+    bound = gate.float32_bound if gate.float32 else None
+    parity.require(report, target, bound, prepared.samples.describe)
+    return report, source
+
+
+def kept_classes(store: Versions[Model], request: ExportRequest, prepared: Checked[Model]) -> Checked[Model]:
     """The prepared version with the active version's class names when none were given (--classes,
     metadata.json) and its output has as many classes (export/registry/carry.py)."""
     if request.classes or prepared.metadata.get("classes"):
@@ -179,7 +224,7 @@ def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Pr
     return replace(prepared, graph=replace(graph, classes=classes))
 
 
-def kept_check(request: ExportRequest, prepared: Prepared, report: parity.ParityReport) -> StoredCheck:
+def kept_check(request: ExportRequest, prepared: Checked[Model], report: parity.ParityReport) -> StoredCheck:
     """A few of the rows the gate compared, with what they were compared with and each row's tolerance
     (bounded per value as the gate bounds it): the check that activating this version later runs again
     (export/registry/checks.py). Keras's references are computed for those rows alone."""
@@ -192,7 +237,11 @@ def kept_check(request: ExportRequest, prepared: Prepared, report: parity.Parity
 
 
 def score_samples(
-    store: Store, request: ExportRequest, prepared: Prepared, target: str, seconds: float | None = None
+    store: Versions[Model],
+    request: ExportRequest,
+    prepared: Checked[Model],
+    target: str,
+    seconds: float | None = None,
 ) -> tuple[np.ndarray, budget.Outcome]:
     """The staged version's scores of as many sample rows as `seconds` (default: the whole parity budget)
     allow (export/publish/budget.py). A ScoringFailure names its row in the whole sample set, not in the
@@ -211,15 +260,20 @@ def score_samples(
         budget.Budget(
             seconds=request.parity_seconds if seconds is None else seconds,
             whole=request.parity_seconds,
-            estimate=budget.row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
+            estimate=row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
         ),
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,
     )
 
 
+def row_seconds(graph: Signature, target: str) -> float | None:
+    """A row's seconds in `target` as the IR's cost predicts them; None without an IR or a measured rate."""
+    return budget.row_seconds(graph, target) if isinstance(graph, ir.Graph) else None
+
+
 def record_of(
-    request: ExportRequest, prepared: Prepared, version: int, report: parity.ParityReport, source: str
+    request: ExportRequest, prepared: Checked[Model], version: int, report: parity.ParityReport, source: str
 ) -> VersionRecord:
     graph = prepared.graph
     return VersionRecord(
@@ -237,18 +291,21 @@ def record_of(
 
 
 def verify(
-    store: Store, request: ExportRequest, prepared: Prepared, target: str
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
 ) -> tuple[parity.ParityReport, str]:
     """The staged version's `predict` against Keras on the sample rows the parity budget allows
     (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
     (export/publish/parity.py) on rows spread over those (`answer_rows`: each function runs the network
     again). The two halves share the parity budget: each gets half of it when the kind has answers to
     check. Keras's reference is computed for those rows only (Gate). Returns the report and the sample
-    source."""
+    source. A store whose answers are read from the scores it returns (`answers_from_scores`: ONNX's
+    scorer answers from the first output) gives every scored row's answers at no further cost: then
+    scoring has the whole budget and the answers are checked on every scored row."""
     graph, inputs, gate = prepared.graph, prepared.samples.inputs, prepared.gate
     several = bool(graph.outputs)
     functions = parity.questions(graph.kind, several_outputs=several)
-    share = request.parity_seconds / 2 if functions else request.parity_seconds
+    free = bool(getattr(store, "answers_from_scores", False))
+    share = request.parity_seconds / 2 if functions and not free else request.parity_seconds
     actual, scored = score_samples(store, request, prepared, target, share)
     checked = np.arange(scored.rows)
     report = parity.compare(
@@ -257,12 +314,12 @@ def verify(
         request.tolerance,
         gate.allowed(checked),
         masked=gate.masked[checked],
-        outputs=output_columns(graph),
+        outputs=reported_columns(graph),
     )
     source = scored.describe(prepared.samples.source)
     if not functions:
         return report, source
-    count = answer_rows(scored, share, len(functions))
+    count = scored.rows if free else answer_rows(scored, share, len(functions))
     rows = spread(scored.rows, count)
     try:
         answers = store.answers(request.name, {k: v[rows] for k, v in inputs.items()}, functions)
@@ -286,7 +343,13 @@ def verify(
     return replace(report, answers=tuple(numbered)), source
 
 
-def output_columns(graph: ir.Graph) -> tuple[tuple[str, int, int], ...]:
+def reported_columns(graph: Signature) -> tuple[tuple[str, int, int], ...]:
+    """The outputs the parity report gives figures for: the IR's (`output_columns`); a model the IR does
+    not read is reported as one output, all of its joined row."""
+    return output_columns(graph) if isinstance(graph, ir.Graph) else ()
+
+
+def output_columns(graph: Signature) -> tuple[tuple[str, int, int], ...]:
     """Each output's name and columns in a joined row (one output: all of them, named by its kind)."""
     if graph.outputs:
         return tuple((output.name, output.start, output.stop) for output in graph.outputs)
