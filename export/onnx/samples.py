@@ -44,7 +44,7 @@ class Samples:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Every row's reference and tolerance at once (see `gate`)."""
         gate = self.gate(keras_scores, tolerance, float64)
-        if self.graph is None:
+        if self.graph is None or self.by_ir_name is None:
             return keras_scores, None
         rows = np.arange(len(keras_scores))
         return gate.expected(rows), gate.allowed(rows)
