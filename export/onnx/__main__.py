@@ -1,5 +1,6 @@
 """`nnsql export onnx`: Keras → ONNX in a model repository that `nnsql serve` serves. The command parses
-its options and calls the ONNX target's compile order (export/onnx/compile.py)."""
+its options and calls the ONNX target's compile order (export/onnx/compile.py).
+`export` is re-exported for programs and tests that call it with the options as arguments."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 from nnsql import quiet
 from nnsql.export import cli
 from nnsql.export.errors import ExportError
-from nnsql.export.onnx.compile import export
+from nnsql.export.onnx.compile import compile_onnx, export
+
+__all__ = ["export", "main"]
 
 DESCRIPTION = """\
 Convert a trained Keras model to ONNX with Keras's own exporter (tf2onnx underneath), check it with
@@ -33,20 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.load_test_data:
             raise ExportError("--load-test-data applies to database targets only")
         request = cli.request_from(args)
-        version, report = export(
-            args.model,
-            args.repo,
-            args.name,
-            request.sample_rows,
-            request.tolerance,
-            samples_file=request.samples_file,
-            parity_seconds=request.parity_seconds,
-            progress=not args.quiet,
-            trust_code=request.trust_model_code,
-            size_limits=request.limits,
-            output=request.output,
-            classes=request.classes,
-        )
+        version, report = compile_onnx(request, args.repo, progress=not args.quiet)
         print(f"published {args.name} version {version} to {args.repo / args.name / str(version)}")
         print(f"  {report.summary()}")
         return 0

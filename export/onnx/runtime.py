@@ -8,15 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
-from ..publish import budget
 from ..publish.pipeline import joined
-from ..publish.samples import SampleSet
 
 TARGET = "onnx"
-
-
-def onnx_predict(path: Path, samples: SampleSet) -> np.ndarray:
-    return session_predict(load_session(path), samples.inputs)
 
 
 def load_session(path: Path) -> Any:
@@ -37,10 +31,6 @@ def session_predict(session: Any, inputs: dict[str, np.ndarray]) -> np.ndarray:
         i.name: inputs[i.name].astype(numpy_type(i.type)) for i in session.get_inputs()
     }
     return joined(session.run(None, feeds))  # every output, joined as Keras's are
-
-
-def batch_predict(session: Any, inputs: dict[str, np.ndarray], start: int, stop: int) -> np.ndarray:
-    return session_predict(session, budget.rows_of(inputs, start, stop))
 
 
 ONNX_TYPES: dict[str, type[np.generic]] = {

@@ -13,7 +13,7 @@ from ..errors import ExportError
 from ..frontend.float64 import Predictor
 from ..ir import graph as ir
 from ..publish.gate import Gate, gate_for, refuse_nonfinite
-from ..publish.pipeline import joined, output_columns
+from ..publish.pipeline import joined
 from ..publish.samples import SampleSet
 from .capabilities import CAPABILITIES
 
@@ -32,12 +32,11 @@ class Samples:
     graph: ir.Graph | None = None
     by_ir_name: SampleSet | None = None
 
-    def gate(self, keras_scores: np.ndarray, tolerance: float, float64: Predictor) -> Gate | None:
-        """What the rows are compared with (export/publish/pipeline.py's Gate); None without the IR:
-        then every row is an ordinary one, compared with Keras's scores."""
+    def gate(self, keras_scores: np.ndarray, tolerance: float, float64: Predictor) -> Gate:
+        """What the rows are compared with (export/publish/gate.py); without the IR every row is an
+        ordinary one, compared with Keras's scores (`keras_gate`)."""
         if self.graph is None or self.by_ir_name is None:
-            refuse_nonfinite(keras_scores, self.rows, np.zeros(len(keras_scores), bool))
-            return None
+            return keras_gate(self.rows, keras_scores, tolerance)
         return gate_for(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32, float64)
 
     def expected(
@@ -45,14 +44,22 @@ class Samples:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Every row's reference and tolerance at once (see `gate`)."""
         gate = self.gate(keras_scores, tolerance, float64)
-        if gate is None:
+        if self.graph is None or self.by_ir_name is None:
             return keras_scores, None
         rows = np.arange(len(keras_scores))
         return gate.expected(rows), gate.allowed(rows)
 
-    def columns(self) -> tuple[tuple[str, int, int], ...]:
-        """Each output's name and columns in a joined row; none without the IR."""
-        return () if self.graph is None else output_columns(self.graph)
+
+def keras_gate(samples: SampleSet, keras_scores: np.ndarray, tolerance: float) -> Gate:
+    """The gate of rows of a model the IR does not read: Keras's float32 scores judge every row, within
+    `tolerance`, with no allowance for float32 rounding (there is no float64 Keras to measure it by:
+    `float32=False` here says that no row is held to a rounding bound). Refuses a model whose own
+    scores are NaN or infinite, as every gate does."""
+    masked = np.zeros(len(keras_scores), bool)
+    flat = refuse_nonfinite(keras_scores, samples, masked)
+    feeds = list(samples.inputs.values())
+    floats = [np.issubdtype(feed.dtype, np.floating) for feed in feeds]
+    return Gate(flat, None, feeds, floats, samples.at_scale, masked, tolerance, float32=False)
 
 
 def sample_sets(

@@ -1,130 +1,36 @@
-"""The publish step every database target shares, the last pass of the compile pipeline
-(export/compile.py), and what it works on: the request, the prepared model (`Prepared`: the IR, the sample
-rows and their gate) and the version record.
+"""The publish step every target shares, the last pass of the compile pipeline (export/compile.py). What it
+works on (the request, the prepared check, the store's steps, the version record) is
+export/publish/version.py, and imported from here too.
 
-The store's lifecycle (Store): stage the new version (tensors, scoring code), verify its in-database
-scores of the samples against TensorFlow's (parity), activate it (registry row, switch). A failure anywhere
-discards what was staged, so the previous version keeps scoring.
+The store's lifecycle (Store): stage the new version (tensors and scoring code, or ONNX's model file),
+verify its scores of the samples against TensorFlow's (parity), activate it (registry row or repository
+document, switch). A failure anywhere discards what was staged, so the previous version keeps scoring.
+The SQL targets publish their IR (`ir.Graph`); ONNX, which converts the Keras model itself, publishes
+what its scores mean (`Signature`), read from the IR when the IR reads the model.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..errors import ExportError, ScoringFailure
-from ..frontend.model_limits import DEFAULT_LIMITS, Limits
-from ..frontend.outputs import OutputKinds
 from ..ir import graph as ir
 from ..ir import kinds
 from ..registry.carry import carried_classes
 from ..registry.checks import STORED_ROWS, StoredCheck, stored_check
 from . import budget, parity
-from .gate import Gate
-from .samples import SampleSet
-
-
-@dataclass(frozen=True)
-class VersionRecord:
-    name: str
-    version: int
-    sha256: str
-    input_spec: str  # JSON
-    classes: str  # JSON
-    source: str
-    metadata: str  # JSON
-    parity: parity.ParityReport
-    sample_source: str
-    output_kind: str = "probabilities"
-
-    def registry_row(self) -> dict[str, object]:
-        """Column → value for the registry table that every database target shares (see sql/); the
-        store adds `active` in its database's spelling."""
-        return {
-            "name": self.name,
-            "version": self.version,
-            "sha256": self.sha256,
-            "input_spec": self.input_spec,
-            "classes": self.classes,
-            "source": self.source,
-            "metadata": self.metadata,
-            "parity_rows": self.parity.rows,
-            "parity_max_abs_diff": self.parity.max_abs_diff,
-            "parity_argmax_agreement": self.parity.agreement,
-            "parity_tolerance": self.parity.tolerance,
-            "parity_sample_source": self.sample_source,
-            "output_kind": self.output_kind,
-        }
-
-
-class Store(Protocol):
-    """A database target's steps of the export lifecycle, which `publish` runs in this order inside
-    `session()` (the registry ready, one export at a time): `next_version`; `stage` writes the new version
-    beside the active one; `register` writes its registry row, inactive; `scores` (what `predict` returns)
-    and `answers` (what the functions users query return) are what the verify step compares with
-    TensorFlow; `activate` completes the registry row and switches. Leaving the session by an exception
-    discards what was staged: PostgreSQL and DuckDB roll their one transaction back, Oracle (whose DDL
-    commits) drops the staged version's package and rows (`discard`). Either way the previous version
-    keeps scoring. The three stores share one implementation of the steps, export/publish/store.py's
-    RegistryStore."""
-
-    def session(self) -> AbstractContextManager[None]: ...
-    def next_version(self, name: str) -> int: ...
-    def stage(self, name: str, version: int, graph: ir.Graph) -> None: ...
-    def register(self, record: VersionRecord) -> None: ...
-    def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray: ...
-    def answers(
-        self, name: str, inputs: dict[str, np.ndarray], functions: tuple[str, ...]
-    ) -> dict[str, list[Any]]: ...
-    def active_classes(self, name: str) -> tuple[int, list[str]] | None: ...
-    def activate(self, record: VersionRecord) -> None: ...
-    def keep(self, record: VersionRecord, check: StoredCheck) -> None: ...
-    def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None: ...
-    def close(self) -> None: ...
-
-    progress: bool
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    model_path: Path
-    name: str
-    sample_rows: int = 1000
-    tolerance: float = parity.DEFAULT_TOLERANCE
-    load_test_data: bool = False
-    samples_file: Path | None = None  # the user's own sample rows (--samples)
-    parity_seconds: float = (
-        budget.DEFAULT_SECONDS
-    )  # sample rows scored in the database: see export/publish/budget.py
-    trust_model_code: bool = False  # load a file that holds code (export/frontend/model_code.py)
-    limits: Limits = DEFAULT_LIMITS
-    quiet: bool = False
-    output: str | None = None  # --output: the first output's kind, instead of the one read from the model
-    classes: tuple[str, ...] = ()  # --classes: instead of metadata.json's
-    sequence_length: int | None = None  # --sequence-length: the steps a variable-length input compiles at
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """Everything computed before the database is touched: the sample rows and their gate (what each is
-    compared with, computed for the rows the parity budget scores)."""
-
-    graph: ir.Graph
-    metadata: dict[str, Any]
-    samples: SampleSet
-    gate: Gate
-    # what the graph's kinds were read from (say_kind reports it)
-    kinds: OutputKinds = field(default_factory=lambda: OutputKinds((), "as compiled"))
-
-    @property
-    def expected(self) -> np.ndarray:
-        """Every row's reference (for a target that checks rows of its own choosing)."""
-        return self.gate.expected(np.arange(self.samples.rows))
+from .version import Checked as Checked
+from .version import ExportRequest as ExportRequest
+from .version import Model
+from .version import Prepared as Prepared
+from .version import Signature as Signature
+from .version import Store as Store
+from .version import VersionRecord as VersionRecord
+from .version import Versions as Versions
 
 
 def joined(predicted: Any) -> np.ndarray:
@@ -134,30 +40,24 @@ def joined(predicted: Any) -> np.ndarray:
     return np.asarray(predicted)
 
 
-def input_spec_json(graph: ir.Graph) -> str:
+def input_spec_json(graph: Signature) -> str:
     return json.dumps([{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in graph.inputs])
 
 
-def publish(store: Store, request: ExportRequest, prepared: Prepared, target: str) -> VersionRecord:
+def publish(
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
+) -> VersionRecord:
     """Stage a new version, verify its scores, activate it; or raise, discarding it, with the old one
     still active (see Store)."""
     with store.session():
         version = store.next_version(request.name)
         prepared = kept_classes(store, request, prepared)
-        graph = prepared.graph
-        store.stage(request.name, version, graph)
+        store.stage(request.name, version, prepared.graph)
         unverified = parity.ParityReport(rows=0, max_abs_diff=0.0, tolerance=request.tolerance)
         store.register(record_of(request, prepared, version, unverified, prepared.samples.source))
-        try:
-            report, source = verify(store, request, prepared, target)
-        except ScoringFailure as failure:
-            raise ExportError(
-                f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
-                f"{failure.reason}; version not published"
-            ) from None
-        gate = prepared.gate
-        bound = gate.float32_bound if gate.float32 else None
-        parity.require(report, target, bound, prepared.samples.describe)
+        for samples, gate in prepared.also:
+            passed(store, request, replace(prepared, samples=samples, gate=gate, also=()), target)
+        report, source = passed(store, request, prepared, target)
         record = record_of(request, prepared, version, report, source)
         store.activate(record)
         store.keep(record, kept_check(request, prepared, report))
@@ -167,7 +67,24 @@ def publish(store: Store, request: ExportRequest, prepared: Prepared, target: st
     return record
 
 
-def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Prepared:
+def passed(
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
+) -> tuple[parity.ParityReport, str]:
+    """The staged version verified on the prepared sample rows (`verify`), or refused in one line."""
+    try:
+        report, source = verify(store, request, prepared, target)
+    except ScoringFailure as failure:
+        raise ExportError(
+            f"{target} raised on {prepared.samples.describe(failure.row)} in {failure.function}: "
+            f"{failure.reason}; version not published"
+        ) from None
+    gate = prepared.gate
+    bound = gate.float32_bound if gate.float32 else None
+    parity.require(report, target, bound, prepared.samples.describe)
+    return report, source
+
+
+def kept_classes(store: Versions[Model], request: ExportRequest, prepared: Checked[Model]) -> Checked[Model]:
     """The prepared version with the active version's class names when none were given (--classes,
     metadata.json) and its output has as many classes (export/registry/carry.py)."""
     if request.classes or prepared.metadata.get("classes"):
@@ -179,7 +96,7 @@ def kept_classes(store: Store, request: ExportRequest, prepared: Prepared) -> Pr
     return replace(prepared, graph=replace(graph, classes=classes))
 
 
-def kept_check(request: ExportRequest, prepared: Prepared, report: parity.ParityReport) -> StoredCheck:
+def kept_check(request: ExportRequest, prepared: Checked[Model], report: parity.ParityReport) -> StoredCheck:
     """A few of the rows the gate compared, with what they were compared with and each row's tolerance
     (bounded per value as the gate bounds it): the check that activating this version later runs again
     (export/registry/checks.py). Keras's references are computed for those rows alone."""
@@ -192,7 +109,11 @@ def kept_check(request: ExportRequest, prepared: Prepared, report: parity.Parity
 
 
 def score_samples(
-    store: Store, request: ExportRequest, prepared: Prepared, target: str, seconds: float | None = None
+    store: Versions[Model],
+    request: ExportRequest,
+    prepared: Checked[Model],
+    target: str,
+    seconds: float | None = None,
 ) -> tuple[np.ndarray, budget.Outcome]:
     """The staged version's scores of as many sample rows as `seconds` (default: the whole parity budget)
     allow (export/publish/budget.py). A ScoringFailure names its row in the whole sample set, not in the
@@ -211,15 +132,20 @@ def score_samples(
         budget.Budget(
             seconds=request.parity_seconds if seconds is None else seconds,
             whole=request.parity_seconds,
-            estimate=budget.row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
+            estimate=row_seconds(prepared.graph, f"{target}+{kernel}" if kernel else target),
         ),
         where=f"{target} ({kernel})" if kernel else target,
         progress=store.progress,
     )
 
 
+def row_seconds(graph: Signature, target: str) -> float | None:
+    """A row's seconds in `target` as the IR's cost predicts them; None without an IR or a measured rate."""
+    return budget.row_seconds(graph, target) if isinstance(graph, ir.Graph) else None
+
+
 def record_of(
-    request: ExportRequest, prepared: Prepared, version: int, report: parity.ParityReport, source: str
+    request: ExportRequest, prepared: Checked[Model], version: int, report: parity.ParityReport, source: str
 ) -> VersionRecord:
     graph = prepared.graph
     return VersionRecord(
@@ -237,18 +163,21 @@ def record_of(
 
 
 def verify(
-    store: Store, request: ExportRequest, prepared: Prepared, target: str
+    store: Versions[Model], request: ExportRequest, prepared: Checked[Model], target: str
 ) -> tuple[parity.ParityReport, str]:
     """The staged version's `predict` against Keras on the sample rows the parity budget allows
     (export/publish/budget.py), then the answers of every function the kind offers against a Keras user's
     (export/publish/parity.py) on rows spread over those (`answer_rows`: each function runs the network
     again). The two halves share the parity budget: each gets half of it when the kind has answers to
     check. Keras's reference is computed for those rows only (Gate). Returns the report and the sample
-    source."""
+    source. A store whose answers are read from the scores it returns (`answers_from_scores`: ONNX's
+    scorer answers from the first output) gives every scored row's answers at no further cost: then
+    scoring has the whole budget and the answers are checked on every scored row."""
     graph, inputs, gate = prepared.graph, prepared.samples.inputs, prepared.gate
     several = bool(graph.outputs)
     functions = parity.questions(graph.kind, several_outputs=several)
-    share = request.parity_seconds / 2 if functions else request.parity_seconds
+    free = bool(getattr(store, "answers_from_scores", False))
+    share = request.parity_seconds / 2 if functions and not free else request.parity_seconds
     actual, scored = score_samples(store, request, prepared, target, share)
     checked = np.arange(scored.rows)
     report = parity.compare(
@@ -257,12 +186,12 @@ def verify(
         request.tolerance,
         gate.allowed(checked),
         masked=gate.masked[checked],
-        outputs=output_columns(graph),
+        outputs=reported_columns(graph),
     )
     source = scored.describe(prepared.samples.source)
     if not functions:
         return report, source
-    count = answer_rows(scored, share, len(functions))
+    count = scored.rows if free else answer_rows(scored, share, len(functions))
     rows = spread(scored.rows, count)
     try:
         answers = store.answers(request.name, {k: v[rows] for k, v in inputs.items()}, functions)
@@ -286,7 +215,13 @@ def verify(
     return replace(report, answers=tuple(numbered)), source
 
 
-def output_columns(graph: ir.Graph) -> tuple[tuple[str, int, int], ...]:
+def reported_columns(graph: Signature) -> tuple[tuple[str, int, int], ...]:
+    """The outputs the parity report gives figures for: the IR's (`output_columns`); a model the IR does
+    not read is reported as one output, all of its joined row."""
+    return output_columns(graph) if isinstance(graph, ir.Graph) else ()
+
+
+def output_columns(graph: Signature) -> tuple[tuple[str, int, int], ...]:
     """Each output's name and columns in a joined row (one output: all of them, named by its kind)."""
     if graph.outputs:
         return tuple((output.name, output.start, output.stop) for output in graph.outputs)

@@ -49,7 +49,7 @@ time.sleep(600)
 """
 
 CELLS = [
-    "import os, sys\nsys.path.insert(0, {repo!r})\nos.chdir({work!r})\nfrom train.spawn import run",
+    "import os, sys\nsys.path.insert(0, {repo!r})\nos.chdir({work!r})\nfrom nnsql.train.spawn import run",
     "job = run('fit.py', workers=2)\njob",
     "model = job.wait()\nprint('model:', model.name, job.status)",
     "print('worker 1 says:', job.logs(1).count('replicas in sync: 2'))",
