@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tritonrepo
+from .repofiles import read_regular
 from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
@@ -57,10 +58,12 @@ def write_json(path: Path, document: Any) -> None:
     temporary.replace(path)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, limit: int = 64) -> str:
+    """A small file's text, or "" when it is missing, too large, not UTF-8 or not a regular file (a FIFO
+    named `active` would block every scan)."""
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
+        return read_regular(path, limit).decode()
+    except (InvalidVersion, UnicodeDecodeError):
         return ""
 
 
