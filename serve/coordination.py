@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tritonrepo
+from .errors import capped
 from .repofiles import read_regular
 from .validation import InvalidVersion
 
@@ -123,7 +124,7 @@ class Scanner:
         try:
             config, warning = tritonrepo.read_config(model_dir)
         except InvalidVersion as error:
-            self.problems[model_dir.name] = f"cannot serve {model_dir.name}: {error}"
+            self.problems[model_dir.name] = capped(f"cannot serve {model_dir.name}: {error}")
             if self.says_configs:
                 self.say_once(path, logging.ERROR, self.problems[model_dir.name])
             return False

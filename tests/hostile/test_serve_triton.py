@@ -47,6 +47,14 @@ def repo(tmp_path_factory) -> Path:
     (configmap / "..data").mkdir()
     (configmap / "..data" / "labels.txt").write_text("x\ny\nz\n")
     (configmap / "labels.txt").symlink_to("..data/labels.txt")
+    long_name = iris_model(repo, "longname")  # a reason that would quote 100,000 characters
+    (long_name / "config.pbtxt").write_text(f'name: "{"n" * 100_000}"\nplatform: "onnxruntime_onnx"\n')
+    many_dims = iris_model(repo, "manydims")
+    dims = ", ".join(["1"] * 20_000)
+    (many_dims / "config.pbtxt").write_text(
+        'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        f'input [ {{ name: "x" data_type: TYPE_FP32 dims: [ {dims} ] }} ]\n'
+    )
     return repo
 
 
@@ -140,3 +148,11 @@ def release(fifo: Path) -> None:
     """Let a reader stuck on the FIFO go (it reads an end of file), so the server can stop."""
     with contextlib.suppress(OSError):  # no reader waits on it
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("model", ["longname", "manydims"])
+def test_a_config_problem_is_said_in_a_short_line(server, model):
+    """The repository index (any client may read it) and the log quote a bounded reason."""
+    reason = index(server)[model]["reason"]
+    assert reason.startswith("cannot ") and len(reason) <= 300, len(reason)
+    assert max(len(line) for line in server.log().splitlines()) < 1000
