@@ -75,6 +75,7 @@ def served_repository(root: Path) -> Path:
     repo = root / "repository"
     (repo / "iris").mkdir(parents=True)
     (repo / "iris" / "config.pbtxt").write_text(IRIS_CONFIG)
+    (repo / "iris" / "labels.txt").write_text("a\nb\nc\n")
     softmax_model(repo / "iris" / "1" / "model.onnx", 1, 3)
     return repo
 
