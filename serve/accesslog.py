@@ -21,6 +21,11 @@ from typing import IO, Any
 ACCESS_LOG = logging.getLogger("serve.access")
 BUFFER_BYTES = 1 << 16
 POLL_SECONDS = 0.05  # the longest a line waits to be written
+# Entries waiting while the log's output does not keep up (a pipe nobody reads, a stalled disk): beyond
+# these, entries are counted and dropped rather than kept, so a flood of requests cannot grow a worker
+# without bound; an entry's path, which a client chooses, is cut to PATH_CHARS.
+MAX_PENDING = 10_000
+PATH_CHARS = 1024
 
 
 class Entry(dict):
@@ -31,6 +36,7 @@ class Entry(dict):
 
 
 _queue: queue.SimpleQueue | None = None  # the listener's, while one runs
+_dropped = [0]  # entries not queued since the listener last said so (approximate: no lock)
 
 
 def log(**fields: Any) -> None:
@@ -38,10 +44,15 @@ def log(**fields: Any) -> None:
     the entry itself is queued, a fraction of a microsecond: the listener makes the log record."""
     if not ACCESS_LOG.isEnabledFor(logging.INFO):
         return
-    if _queue is not None:
+    path = fields.get("path")
+    if isinstance(path, str) and len(path) > PATH_CHARS:
+        fields["path"] = path[:PATH_CHARS] + "..."
+    if _queue is None:
+        ACCESS_LOG.info("%s", Entry(fields))
+    elif _queue.qsize() < MAX_PENDING:
         _queue.put(Entry(fields))
     else:
-        ACCESS_LOG.info("%s", Entry(fields))
+        _dropped[0] += 1
 
 
 class DeferredQueueHandler(QueueHandler):
@@ -76,9 +87,20 @@ class PollingListener(QueueListener):
             try:
                 return self.queue.get_nowait()
             except queue.Empty:
+                if _dropped[0]:
+                    return dropped_record()
                 if not block:
                     raise
                 time.sleep(POLL_SECONDS)
+
+
+def dropped_record() -> logging.LogRecord:
+    """One line for the entries dropped while the output did not keep up."""
+    count, _dropped[0] = _dropped[0], 0
+    message = f"access log: {count} entries dropped: its output did not keep up with the requests"
+    return logging.makeLogRecord(
+        {"name": ACCESS_LOG.name, "msg": message, "levelno": logging.WARNING, "levelname": "WARNING"}
+    )
 
 
 class DrainingHandler(logging.StreamHandler):
@@ -124,7 +146,10 @@ def stop(listener: QueueListener) -> None:
     global _queue
     _queue = None
     listener.stop()
+    dropped = dropped_record() if _dropped[0] else None
     for handler in listener.handlers:
+        if dropped is not None:
+            handler.handle(dropped)
         logging.StreamHandler.flush(handler)
     for old in list(ACCESS_LOG.handlers):
         ACCESS_LOG.removeHandler(old)

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from . import tritonrepo
+from .errors import capped
+from .repofiles import read_regular
 from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
@@ -57,10 +59,12 @@ def write_json(path: Path, document: Any) -> None:
     temporary.replace(path)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, limit: int = 64) -> str:
+    """A small file's text, or "" when it is missing, too large, not UTF-8 or not a regular file (a FIFO
+    named `active` would block every scan)."""
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
+        return read_regular(path, limit).decode()
+    except (InvalidVersion, UnicodeDecodeError):
         return ""
 
 
@@ -120,7 +124,7 @@ class Scanner:
         try:
             config, warning = tritonrepo.read_config(model_dir)
         except InvalidVersion as error:
-            self.problems[model_dir.name] = f"cannot serve {model_dir.name}: {error}"
+            self.problems[model_dir.name] = capped(f"cannot serve {model_dir.name}: {error}")
             if self.says_configs:
                 self.say_once(path, logging.ERROR, self.problems[model_dir.name])
             return False

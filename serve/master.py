@@ -6,6 +6,7 @@ worker. Kept free of Flask, numpy and onnxruntime imports: it starts in a blink 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -33,6 +34,13 @@ STABLE = 60.0  # seconds: a worker that served this long before it died is start
 MAX_BACK_OFF = 30.0  # seconds between starts of a worker that keeps dying after it served
 WATCH_EVERY = 1.0  # seconds between looks at the workers' heartbeats
 STOP_GRACE = 10.0  # seconds running requests get to finish on shutdown
+
+
+def say(line: str, stream: Any = None) -> None:
+    """A line for the operator. An output that went away (its reader closed the pipe, a full disk) must
+    not stop the server: the line is lost, the workers keep serving and are still restarted."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: a stream closed after a failure
+        print(line, file=stream or sys.stderr, flush=True)
 
 
 def check_start(args: argparse.Namespace) -> list[socket.socket]:
@@ -90,7 +98,7 @@ class Master:
         self.listeners = listeners  # one per worker index (serve.master.spread)
         self.args = args
         for removed in rundir.remove_stale():
-            print(f"removed {removed}: left by a server that was killed", file=sys.stderr)
+            say(f"removed {removed}: left by a server that was killed")
         self.run_dir, self.run_lock = rundir.create()
         (self.run_dir / "workers").mkdir()
         self.settings = {
@@ -144,9 +152,9 @@ class Master:
             self.start_worker(index)
         url = f"http://{self.args.host}:{self.settings['port']}/"
         shape = f"{self.args.workers} workers × {self.args.threads} threads"
-        print(f"serving {self.args.repo} on {url} with {shape}", flush=True)
+        say(f"serving {self.args.repo} on {url} with {shape}", sys.stdout)
         if self.settings["grpc"]:
-            print(f"serving gRPC (KServe V2) on {self.args.host}:{self.args.grpc_port}", flush=True)
+            say(f"serving gRPC (KServe V2) on {self.args.host}:{self.args.grpc_port}", sys.stdout)
         status = 0
         try:
             while not self.stopping:
@@ -168,7 +176,7 @@ class Master:
             self.coordinator.tick(live)
         except OSError as error:
             if str(error) != self.tick_error:
-                print(f"error: the model repository could not be followed: {error}", file=sys.stderr)
+                say(f"error: the model repository could not be followed: {error}")
             self.tick_error = str(error)
         else:
             self.tick_error = ""
@@ -206,14 +214,14 @@ class Master:
             self.start_failures[index] = self.start_failures.get(index, 0) + 1
             if self.start_failures[index] >= GIVE_UP_AFTER:
                 failed = f"failed at start {GIVE_UP_AFTER} times in a row (see above)"
-                print(f"error: worker {index} {failed}; stopping", file=sys.stderr)
+                say(f"error: worker {index} {failed}; stopping")
                 return False
         else:
             served = time.monotonic() - worker.ready_at
             self.crashes[index] = 1 if served >= STABLE else self.crashes.get(index, 0) + 1
             delay = back_off(self.crashes[index])
         later = f" in {delay:g} s" if delay else ""
-        print(f"worker {index} ended with exit code {code}; starting another{later}", file=sys.stderr)
+        say(f"worker {index} ended with exit code {code}; starting another{later}")
         worker.restart_at = time.monotonic() + delay
         return True
 
@@ -239,10 +247,10 @@ class Master:
             name = f"worker {worker.index} (pid {worker.process.pid})"
             silent = f"has not answered for {worker.watch.silent_for():.0f} s"
             if verdict == "unresponsive":
-                print(f"{name} {silent} and is stopped or idle: killing it", file=sys.stderr, flush=True)
+                say(f"{name} {silent} and is stopped or idle: killing it")
                 worker.process.kill()
             elif verdict == "busy" and not worker.watch.busy_said:
-                print(f"{name} {silent} but is using CPU (a long model load?): waiting", file=sys.stderr)
+                say(f"{name} {silent} but is using CPU (a long model load?): waiting")
                 worker.watch.busy_said = True
 
     def forget_metrics(self, pid: int) -> None:

@@ -177,8 +177,8 @@ class ModelRepository:
             )
         except Exception as error:  # a broken version must not stop the others
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            self.failures[(name, number)] = f"cannot load {name} version {number}: {reason}"
-            message = f"cannot load {name} version {number}: {reason}"
+            message = capped(f"cannot load {name} version {number}: {reason}")  # the index shows it
+            self.failures[(name, number)] = message
             if (name, number) in self.loaded:
                 message += " (its previous copy is still served)"
             self.scanner.say_once(directory, logging.ERROR, message, stamp=before)

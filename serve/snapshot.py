@@ -17,6 +17,7 @@ from typing import Any
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 
 from . import tritonrepo
+from .repofiles import read_regular
 from .validation import InvalidVersion
 
 
@@ -33,9 +34,7 @@ def read_metadata(directory: Path) -> Any:
     """The version's metadata; InvalidVersion saying why not, without the file's path (the repository
     index shows it to clients)."""
     try:
-        return json.loads((directory / METADATA_FILE).read_text())
-    except OSError as error:
-        raise InvalidVersion(f"{METADATA_FILE}: {error.strerror or type(error).__name__}") from None
+        return json.loads(read_regular(directory / METADATA_FILE).decode())
     except UnicodeDecodeError as error:
         raise InvalidVersion(f"{METADATA_FILE}: not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
@@ -68,7 +67,5 @@ def take(directory: Path) -> Snapshot:
 
 
 def read_model(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise InvalidVersion(f"{path.name}: {error.strerror or error}") from None
+    """The model file's bytes: a regular file only (a FIFO would stall the loader, /dev/zero fill it)."""
+    return read_regular(path)

@@ -20,6 +20,7 @@ from typing import Any
 
 from google.protobuf import text_format
 
+from .repofiles import read_regular
 from .validation import InvalidVersion
 
 CONFIG_FILE = "config.pbtxt"
@@ -65,14 +66,9 @@ def is_triton(model_dir: Path) -> bool:
 
 
 def read_bounded(path: Path, limit: int) -> str:
-    """The file's text, refused in one line when larger than `limit` bytes or not UTF-8."""
-    try:
-        with path.open("rb") as file:
-            raw = file.read(limit + 1)
-    except OSError as error:
-        raise InvalidVersion(f"{path.name}: {error.strerror or type(error).__name__}") from None
-    if len(raw) > limit:
-        raise InvalidVersion(f"{path.name} is larger than {limit} bytes")
+    """The file's text, refused in one line when larger than `limit` bytes, not UTF-8, or not a regular
+    file inside its directory (serve.repofiles)."""
+    raw = read_regular(path, limit, within=path.parent)
     try:
         return raw.decode()
     except UnicodeDecodeError as error:
@@ -88,6 +84,8 @@ def parse_config(text: str) -> tuple[Any, str | None]:
     unknown = None
     try:
         text_format.Parse(text, config)
+    except RecursionError:  # fields nested thousands deep: the parser recurses once per level
+        raise InvalidVersion(f"{CONFIG_FILE}: nested too deeply") from None
     except text_format.ParseError as error:
         if UNKNOWN_FIELD not in str(error):
             raise InvalidVersion(f"{CONFIG_FILE}: {one_line(error)}") from None
@@ -95,6 +93,8 @@ def parse_config(text: str) -> tuple[Any, str | None]:
         config = model_config_pb2.ModelConfig()
         try:
             text_format.Parse(text, config, allow_unknown_field=True)
+        except RecursionError:
+            raise InvalidVersion(f"{CONFIG_FILE}: nested too deeply") from None
         except text_format.ParseError as again:
             raise InvalidVersion(f"{CONFIG_FILE}: {one_line(again)}") from None
     unused = sorted(field.name for field, _ in config.ListFields() if field.name not in READ_FIELDS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,13 @@ def active_version(model_dir: Path) -> int | None:
 
 
 def set_active(model_dir: Path, version: int) -> None:
-    """Name `version` in `active`, whole or not at all."""
-    temporary = model_dir / f".{ACTIVE_FILE}.{os.getpid()}.tmp"
-    temporary.write_text(f"{version}\n")
+    """Name `version` in `active`, whole or not at all. The temporary file is created anew under a
+    name nobody can guess (O_EXCL): a link left under a predictable name in a shared repository would
+    have had the activating user write into the link's target."""
+    temporary = model_dir / f".{ACTIVE_FILE}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(f"{version}\n")
     os.replace(temporary, model_dir / ACTIVE_FILE)
 
 

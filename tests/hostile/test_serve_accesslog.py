@@ -1,0 +1,125 @@
+"""The access log is written by a thread of its own; when its output stops taking lines (a pipe nobody
+reads, a stalled disk) the entries waiting for it must stay bounded, whatever clients send: a flood of
+requests with 60 KB paths used to grow a worker by the size of every path, without end."""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from nnsql.serve import accesslog
+from tests.conftest import REPO
+from tests.fixtures import free_port
+from tests.serve.test_triton_repository import IRIS_CONFIG, softmax_model
+
+pytestmark = pytest.mark.slow
+REQUESTS = 600
+PATH = "/" + "x" * 60_000  # within the 64 KiB of headers a request may send
+GROWTH_MIB = 15  # 600 entries of about 1 KB: a few MiB, against 36 MiB of paths kept whole
+ENTRIES = 30_000  # logged at once, with nothing written
+WAITING = 10_001  # entries that may wait (and one the listener took): a few MiB
+
+
+def resident_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
+
+
+def drain(descriptor: int) -> threading.Thread:
+    """Read and keep what the pipe holds until its writers close it, in a thread."""
+    kept: list[bytes] = []
+
+    def read() -> None:
+        while chunk := os.read(descriptor, 1 << 16):
+            kept.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.kept = kept  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def test_entries_stay_bounded_while_the_output_is_blocked():
+    reader, writer = os.pipe()  # never read until the end: the listener's writes block once it is full
+    os.set_blocking(writer, True)
+    stream = os.fdopen(writer, "w")
+    previous = accesslog.ACCESS_LOG.level
+    accesslog.ACCESS_LOG.setLevel(logging.INFO)
+    listener = accesslog.start(stream)
+    try:
+        for number in range(ENTRIES):
+            accesslog.log(method="GET", path=f"/{number}", status=404)
+        waiting = accesslog._queue.qsize() if accesslog._queue is not None else 0
+    finally:
+        draining = drain(reader)
+        accesslog.stop(listener)
+        stream.close()
+        draining.join(10)
+        accesslog.ACCESS_LOG.setLevel(previous)
+        os.close(reader)
+    assert waiting <= WAITING  # the listener may hold one it took
+    text = b"".join(draining.kept).decode()  # type: ignore[attr-defined]
+    assert "entries dropped: its output did not keep up" in text
+
+
+def served_repository(root: Path) -> Path:
+    repo = root / "repository"
+    (repo / "iris").mkdir(parents=True)
+    (repo / "iris" / "config.pbtxt").write_text(IRIS_CONFIG)
+    (repo / "iris" / "labels.txt").write_text("a\nb\nc\n")
+    softmax_model(repo / "iris" / "1" / "model.onnx", 1, 3)
+    return repo
+
+
+def test_a_flood_of_long_paths_does_not_grow_a_worker_whose_log_is_blocked(tmp_path):
+    port = free_port()
+    reader, writer = os.pipe()
+    command = [sys.executable, "-m", "nnsql.serve", "--repo", str(served_repository(tmp_path))]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", "1"], cwd=REPO, stdout=writer, stderr=writer
+    )
+    os.close(writer)
+    draining = None
+    try:
+        wait_ready(server, port)
+        (worker,) = (
+            int(pid) for pid in Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+        )
+        before = resident_mib(worker)
+        client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for _ in range(REQUESTS):
+            client.request("GET", PATH)
+            answer = client.getresponse()
+            answer.read()
+        grown = resident_mib(worker) - before
+        client.close()
+        assert answer.status == 404
+    finally:
+        draining = drain(reader)
+        server.terminate()
+        server.wait(30)
+        draining.join(10)
+        os.close(reader)
+    assert grown < GROWTH_MIB, f"the worker grew by {grown:.0f} MiB"
+
+
+def wait_ready(server: subprocess.Popen, port: int, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).ok:
+                time.sleep(1)  # the worker's first lines written
+                return
+        except (requests.ConnectionError, requests.Timeout):
+            pass
+        assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.2)
