@@ -396,10 +396,10 @@ class DuckDBGenerator(Generator):
         inputs = [(f"{spec.name}::DOUBLE[]", value_ref(spec.name)) for spec in self.graph.inputs]
         refs = {spec.name: value_ref(spec.name) for spec in self.graph.inputs}
         chain = self.let(inputs, self.let_chain(self.graph, refs, lambda refs: refs[self.graph.output]))
-        chain = batches.in_batches(chain, batches.rows_at_once(self.graph, self.folded))
         # params() is a one-element list: iterating it binds the weights once per query (indexing it
         # with [1] would run the subquery again for every row)
-        return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {chain})[1])"
+        batched = batches.in_batches(chain, batches.rows_at_once(self.graph, self.folded))
+        return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {batched})[1])"
 
     def function(self, function: str) -> str:
         """`<name>.<function>(<inputs>)`."""
