@@ -107,7 +107,7 @@ def field_cnn(tmp_path_factory):
     return model, path
 
 
-FIELD_ROWS = 36
+FIELD_ROWS = 30
 FEW_ROWS = 12  # more than the macro computes at once (export/duckdb/batches.py: 10 rows)
 # What each row beyond FEW_ROWS may add to the peak memory of a process that scores them in one query
 # (one DuckDB chunk): the allocator's noise, ±20 MB. A macro that computed all the rows of a chunk at
