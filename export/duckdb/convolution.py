@@ -5,10 +5,10 @@ Two costs of DuckDB's lists shape this code (measured with DuckDB 1.5 on a 28×2
   * `list_select` copies value by value through a slow path (about 0.3 µs a value), whereas reading one
     element, `x[i]`, inside a lambda over the indices costs a sixth of that: windows are picked by
     element reads;
-  * DuckDB evaluates an expression for all the rows of a chunk (up to 2,048) at once, so every list bound
-    per row lives for the whole chunk: a list of all the windows of a row (1.3 MB for the second
-    convolution) held about 10 MB a row. A window picked inside the loop over the positions lives
-    only while its filters run, a few thousand windows at a time whatever the rows.
+  * DuckDB evaluates an expression for all the rows it computes at once (export/duckdb/batches.py), so
+    every list bound per row lives for all of them: a list of all the windows of a row is 1.3 MB for
+    the second convolution. A window picked inside the loop over the positions lives only while its
+    filters run, a few thousand windows at a time whatever the rows.
 """
 
 from __future__ import annotations

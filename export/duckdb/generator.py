@@ -358,7 +358,8 @@ class DuckDBGenerator(Generator):
         return values if fused else apply_activation(values, node.activation)
 
     def emit_convolution(self, node: ir.PatchDense, gather: ir.Node, x: str) -> str:
-        """A PatchDense over windows of whole pixels of `x` (the Gather's input), built here."""
+        """A PatchDense whose windows are picked from `x` (the Gather's input) inside its loop over the
+        output positions (export/duckdb/convolution.py)."""
         fused = node.activation in SCALAR_ACTIVATIONS
         windows, filters = f"{self.params_ref}.{gather.name}", f"{self.params_ref}.{node.name}"
         values = convolution.convolution(x, windows, filters, self.unit(node, "_nn_win", fused))
