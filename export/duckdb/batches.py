@@ -13,18 +13,24 @@ from __future__ import annotations
 from ..ir import graph as ir
 
 VECTOR_SIZE = 2048  # DuckDB's rows per chunk, and list elements a lambda evaluates at once
+# A chunk whose rows bind at most this many values (256 MB of DOUBLE) is computed at once: the wrapping
+# lambda is one more level of nesting, and DuckDB binds nested lambdas in time exponential in their depth.
+CHUNK_VALUES = 1 << 25
 BATCH_VALUES = 1 << 20  # values the rows computed at once may bind (8 MB of DOUBLE, a few times that live)
 
 
 def rows_at_once(graph: ir.Graph, unbound: set[str]) -> int:
-    """The rows a batch may hold: as many as BATCH_VALUES allows at the values a row binds (every
-    node's but the `unbound` ones and reshapes, which are aliases), at most a whole chunk."""
+    """The rows a batch may hold, from the values a row binds (every node's but the `unbound` ones and
+    reshapes, which are aliases): a whole chunk if it binds at most CHUNK_VALUES, else as many rows as
+    BATCH_VALUES allows."""
     values = sum(
         graph.size_of(node.name)
         for node in graph.nodes
         if node.name not in unbound and not isinstance(node, ir.Reshape)
     )
-    return max(1, min(VECTOR_SIZE, BATCH_VALUES // max(values, 1)))
+    if values * VECTOR_SIZE <= CHUNK_VALUES:
+        return VECTOR_SIZE
+    return max(1, BATCH_VALUES // values)
 
 
 def in_batches(body: str, rows: int) -> str:
