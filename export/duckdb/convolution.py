@@ -1,60 +1,60 @@
-"""A convolution whose windows are whole pixels, as DuckDB list SQL: cut the row into pixels once, pick
-each window's pixels, then one dot product per window and filter.
+"""A convolution as DuckDB list SQL: each window is picked from the row inside the loop over the output
+positions, then one dot product per window and filter.
 
-Picking single values with `list_select` costs about as much per value as a dot product's multiply-add,
-and a lambda over the windows that sliced one long gathered row copied that row at every window; so the
-im2col windows are built from pixels instead (9 picks per 3×3 window instead of 9·channels), and no
-lambda slices a list it captures. The weights' lambda over the filters reads each window as its element.
+Two costs of DuckDB's lists shape this code (measured with DuckDB 1.5 on a 28×28 Conv 32 / Conv 64 CNN):
+  * `list_select` copies value by value through a slow path (about 0.3 µs a value), whereas reading one
+    element, `x[i]`, inside a lambda over the indices costs a sixth of that: windows are picked by
+    element reads;
+  * DuckDB evaluates an expression for all the rows it computes at once (export/duckdb/batches.py), so
+    every list bound per row lives for all of them: a list of all the windows of a row is 1.3 MB for
+    the second convolution. A window picked inside the loop over the positions lives only while its
+    filters run, a few thousand windows at a time whatever the rows.
 """
 
 from __future__ import annotations
 
 from ..ir import graph as ir
-from ..ir import windows
-
-ZIP_LIMIT = 256  # most lists zipped in one list_zip (a pixel's channels, a window's pixels)
 
 
-def chunks(x: str, size: int) -> str:
-    """The consecutive runs of `size` values of list `x` as a list of lists, cut by zipping the strided
-    slices x[j::size] (no lambda reads `x`)."""
-    slices = ", ".join(f"{x}[{j + 1}:-1:{size}]" for j in range(size))
-    values = ", ".join(f"_nn_e[{j + 1}]" for j in range(size))
-    return f"list_transform(list_zip({slices}), lambda _nn_e: [{values}])"
+def window_params(where: str, past_end: int, size: int, patches: int) -> str:
+    """Each window's 1-based positions in the row, a list per output position, from the Gather's stored
+    flat indices: padding (-1) points at `past_end`, the zero the convolution appends to the row."""
+    position = f"CASE WHEN _nn_i < 0 THEN {past_end} ELSE _nn_i::INTEGER + 1 END"
+    flat = f"list_transform(k.value, lambda _nn_i: {position})"
+    window = f"list_transform(range({size}), lambda _nn_j: _nn_a[_nn_q * {size} + _nn_j + 1])"
+    per_window = f"list_transform(range({patches}), lambda _nn_q: {window})"
+    windows = f"list_transform([{flat}], lambda _nn_a: {per_window})[1]"
+    return f"(SELECT {windows} FROM nnsql.tensors k WHERE {where})"
 
 
-def pixel_params(where: str, width: int, pixels: int, taps: int) -> str:
-    """Each window's 1-based pixel positions, from the Gather's stored flat indices (one run of `width`
-    per tap): padding (-1) points at pixel `pixels + 1`, the zero pixel the convolution appends."""
-    position = f"CASE WHEN _nn_i < 0 THEN {pixels + 1} ELSE _nn_i::INTEGER // {width} + 1 END"
-    starts = f"list_transform(k.value[1:-1:{width}], lambda _nn_i: {position})"
-    grouped = f"list_transform([{starts}], lambda _nn_s: {chunks('_nn_s', taps)})[1]"
-    return f"(SELECT {grouped} FROM nnsql.tensors k WHERE {where})"
+def picked(x: str, positions: str) -> str:
+    """The values of list `x` at the 1-based `positions`, read one element at a time (see the module)."""
+    return f"list_transform({positions}, lambda _nn_i: {x}[_nn_i])"
 
 
-def windows_of(x: str, pixel_positions: str, width: int) -> str:
-    """Every window as a list: the row cut into pixels (and a zero pixel), then each window's pixels
-    picked and joined in tap order, which is the order of the kernel's rows."""
-    zero = f"[{', '.join(['0.0::DOUBLE'] * width)}]"
-    cut = f"list_append({chunks(x, width)}, {zero})"
-    return (
-        f"list_transform([{cut}], lambda _nn_px: list_transform({pixel_positions}, "
-        "lambda _nn_ix: flatten(list_select(_nn_px, _nn_ix))))[1]"
-    )
-
-
-def over_windows(windows: str, filters: str, unit: str) -> str:
+def convolution(x: str, windows: str, filters: str, unit: str) -> str:
     """`unit` (an expression of `_nn_u`, one filter's {w, b}, and `_nn_win`, one window) for every
-    filter of every window, position-major as the IR lays a PatchDense out. The filters are bound
-    before the loop over the windows: a lambda copies what it captures at every element, and the
-    filters are a small part of all the weights."""
-    per_window = f"list_transform(_nn_f, lambda _nn_u: {unit})"
-    loop = f"flatten(list_transform({windows}, lambda _nn_win: {per_window}))"
-    return f"list_transform([{filters}], lambda _nn_f: {loop})[1]"
+    filter at every output position of row `x`, position-major as the IR lays a PatchDense out;
+    `windows` lists each position's 1-based window positions (window_params)."""
+    window = picked("_nn_px", "_nn_ix")
+    per_filter = f"list_transform(_nn_f, lambda _nn_u: {unit})"
+    per_position = f"list_transform([{window}], lambda _nn_win: {per_filter})[1]"
+    loop = f"flatten(list_transform({windows}, lambda _nn_ix: {per_position}))"
+    bound = f"list_transform([{filters}], lambda _nn_f: {loop})[1]"
+    return f"list_transform([list_append({x}, 0.0::DOUBLE)], lambda _nn_px: {bound})[1]"
 
 
-def folded_windows(graph: ir.Graph) -> dict[str, tuple[int, int]]:
-    """The Gathers this target computes inside their PatchDense (never bound as a value), with their
-    pixel width and taps, when a pixel's channels and a window's pixels each fit one list_zip."""
-    found = windows.convolution_windows(graph, ZIP_LIMIT)
-    return {name: (width, taps) for name, (width, taps) in found.items() if taps <= ZIP_LIMIT}
+def folded_windows(graph: ir.Graph) -> set[str]:
+    """The Gathers this target computes inside their PatchDense (never bound as a value): those read
+    only by one PatchDense."""
+    readers: dict[str, list[ir.Node]] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            readers.setdefault(name, []).append(node)
+    return {
+        node.name
+        for node in graph.nodes
+        if isinstance(node, ir.Gather)
+        and node.name != graph.output
+        and [reader.kind for reader in readers.get(node.name, [])] == ["PatchDense"]
+    }

@@ -19,7 +19,7 @@ from ..ir import graph as ir
 from ..ir import kinds
 from ..ir.graph import FLOAT32_MAX
 from ..target import Capabilities, emitted_kinds, emitter, register
-from . import convolution, fusion
+from . import batches, convolution, fusion
 from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 
 TARGET = "duckdb"
@@ -188,8 +188,9 @@ class DuckDBGenerator(Generator):
         where = self.tensor_filter("k", f"{node.name}.indices")
         past_end = self.graph.size_of(node.inputs[0]) + 1
         if node.name in self.folded:
-            width, taps = self.folded[node.name]
-            return convolution.pixel_params(where, width, (past_end - 1) // width, taps)
+            reader = next(n for n in self.graph.nodes if node.name in n.inputs)
+            assert isinstance(reader, ir.PatchDense)
+            return convolution.window_params(where, past_end, reader.size, reader.patches)
         position = f"CASE WHEN _nn_i < 0 THEN {past_end} ELSE _nn_i::INTEGER + 1 END"
         return (
             f"(SELECT list_transform(k.value, lambda _nn_i: {position}) FROM nnsql.tensors k WHERE {where})"
@@ -332,8 +333,10 @@ class DuckDBGenerator(Generator):
         return sql
 
     def emit_Gather(self, node: ir.Gather, x: str) -> str:
-        """Every window's values (list_select, in C++); padding reads the 0 appended to the row."""
-        return f"list_select(list_append({x}, 0.0::DOUBLE), {self.params_ref}.{node.name})"
+        """Every window's values, read one element at a time (export/duckdb/convolution.py); padding
+        reads the 0 appended to the row."""
+        picked = convolution.picked("_nn_x", f"{self.params_ref}.{node.name}")
+        return f"list_transform([list_append({x}, 0.0::DOUBLE)], lambda _nn_x: {picked})[1]"
 
     def emit_PatchDense(self, node: ir.PatchDense, x: str) -> str:
         """The kernel over each window, flattened position-major. With small windows and few units, the
@@ -355,12 +358,11 @@ class DuckDBGenerator(Generator):
         return values if fused else apply_activation(values, node.activation)
 
     def emit_convolution(self, node: ir.PatchDense, gather: ir.Node, x: str) -> str:
-        """A PatchDense over windows of whole pixels of `x` (the Gather's input), built here."""
+        """A PatchDense whose windows are picked from `x` (the Gather's input) inside its loop over the
+        output positions (export/duckdb/convolution.py)."""
         fused = node.activation in SCALAR_ACTIVATIONS
-        width, _ = self.folded[gather.name]
-        windows = convolution.windows_of(x, f"{self.params_ref}.{gather.name}", width)
-        unit = self.unit(node, "_nn_win", fused)
-        values = convolution.over_windows(windows, f"{self.params_ref}.{node.name}", unit)
+        windows, filters = f"{self.params_ref}.{gather.name}", f"{self.params_ref}.{node.name}"
+        values = convolution.convolution(x, windows, filters, self.unit(node, "_nn_win", fused))
         return values if fused else apply_activation(values, node.activation)
 
     @staticmethod
@@ -397,7 +399,8 @@ class DuckDBGenerator(Generator):
         chain = self.let(inputs, self.let_chain(self.graph, refs, lambda refs: refs[self.graph.output]))
         # params() is a one-element list: iterating it binds the weights once per query (indexing it
         # with [1] would run the subquery again for every row)
-        return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {chain})[1])"
+        batched = batches.in_batches(chain, batches.rows_at_once(self.graph, self.folded))
+        return f"(list_transform({self.name}.params(), lambda {PARAMS}:\n            {batched})[1])"
 
     def function(self, function: str) -> str:
         """`<name>.<function>(<inputs>)`."""

@@ -120,14 +120,17 @@ def too_dear(cost: str, needed: int, budget: Budget, where: str) -> ExportError:
     )
 
 
-def planned_rows(scored: int, elapsed: float, rate: float, available: int, budget: Budget) -> int:
-    """The control law: rows to score in all, given `scored` rows in `elapsed` seconds and the latest cost
-    of a row (`rate`, seconds). Never fewer than the minimum (or all rows, if fewer), never fewer than
-    already scored, never more than available."""
+def planned_rows(
+    scored: int, elapsed: float, rate: float, available: int, budget: Budget, fixed: float = 0.0
+) -> int:
+    """The control law: rows to score in all, given `scored` rows in `elapsed` seconds, the latest cost
+    of a row (`rate`, seconds) and the fixed cost of a call (`fixed`, seconds: one more call pays it).
+    Never fewer than the minimum (or all rows, if fewer), never fewer than already scored, never more
+    than available."""
     floor = min(available, max(budget.minimum, scored))
     if rate <= 0:
         return available
-    affordable = scored + int(max(budget.seconds - elapsed, 0.0) / rate)
+    affordable = scored + int(max(budget.seconds - elapsed - fixed, 0.0) / rate)
     return max(floor, min(available, affordable))
 
 
@@ -167,18 +170,41 @@ class ScoringLoop:
         self.stream = stream if stream is not None else sys.stderr
         self.parts: list[np.ndarray] = []
         self.scored = 0
+        self.calls: list[tuple[int, float]] = []  # (rows, seconds) of each call
 
     def batch(self, rows: int) -> float:
         """Score the next `rows` rows; returns the seconds they took."""
         started = self.clock()
         self.parts.append(np.asarray(self.score(self.scored, self.scored + rows)))
         self.scored += rows
-        return self.clock() - started
+        self.calls.append((rows, self.clock() - started))
+        return self.calls[-1][1]
 
-    def batch_cap(self, rate: float) -> int:
-        """Rows a batch may hold: about a tenth of the budget at the latest rate, so that the bar moves
-        and a kernel that turns slower mid-way overshoots the budget by little."""
-        return max(1, int(self.budget.seconds / BATCHES_PER_BUDGET / rate)) if rate > 0 else self.available
+    def fixed_cost(self) -> float:
+        """The seconds a call costs whatever its rows (a database plans the query, reads the weights),
+        fitted to the calls so far by least squares: 0 until two calls of different sizes, and never more
+        than the cheapest call took."""
+        rows = np.array([n for n, _ in self.calls], dtype=float)
+        seconds = np.array([t for _, t in self.calls])
+        if len(set(rows)) < 2:
+            return 0.0
+        slope, intercept = np.polyfit(rows, seconds, 1)
+        return float(np.clip(intercept, 0.0, seconds.min())) if slope > 0 else 0.0
+
+    def row_rate(self, fixed: float) -> float:
+        """A row's seconds, the calls' fixed cost set apart: the latest batch's if it cost more (a kernel
+        that turns slower is caught at once), else the average so far."""
+        (last_rows, last_seconds), calls = self.calls[-1], len(self.calls)
+        average = (sum(t for _, t in self.calls) - fixed * calls) / self.scored
+        return max((last_seconds - fixed) / last_rows, average, 1e-9)
+
+    def batch_cap(self, rate: float, fixed: float = 0.0) -> int:
+        """Rows a batch may hold: about a tenth of the budget at the latest rate (or as long as a call's
+        fixed cost, if longer: each call pays it again), so that the bar moves and a kernel that turns
+        slower mid-way overshoots the budget by little."""
+        if rate <= 0:
+            return self.available
+        return max(1, int(max(self.budget.seconds / BATCHES_PER_BUDGET, fixed) / rate))
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -204,14 +230,16 @@ class ScoringLoop:
         )
         last = first
         with bar:
+            fixed = 0.0
             while self.scored < plan:
-                size = min(plan - self.scored, 2 * last, self.batch_cap(rate))
-                seconds = self.batch(size)
+                size = min(plan - self.scored, 2 * last, self.batch_cap(rate, fixed))
+                self.batch(size)
                 bar.update(size)
                 elapsed = self.clock() - started
-                last, rate = size, max(seconds / size, elapsed / self.scored)
+                fixed = self.fixed_cost()
+                last, rate = size, self.row_rate(fixed)
                 self.check_minimum(elapsed)
-                plan = planned_rows(self.scored, elapsed, rate, self.available, self.budget)
+                plan = planned_rows(self.scored, elapsed, rate, self.available, self.budget, fixed)
                 if bar.total != plan:
                     bar.total = plan
                     bar.refresh()
@@ -244,8 +272,8 @@ class ScoringLoop:
         self.say(line)
 
 
-# How far a row's estimated cost (row_seconds) may overstate its measured one: in DuckDB a multiply-add
-# of a convolution costs ~1e-7 s, of a wide Dense ~8e-7 s. A model is refused on its estimate alone only
+# How far a row's estimated cost (row_seconds) may overstate its measured one: the cost of a multiply-add
+# varies that much between layers. A model is refused on its estimate alone only
 # when even this fraction of it makes the minimum of rows exceed the budget.
 ESTIMATE_MARGIN = 10.0
 # Seconds one multiply-add costs in a target's SQL (docs/export-time.md): DuckDB measured on a 300-unit
@@ -270,11 +298,31 @@ def multiply_adds(graph: ir.Graph) -> int:
     return total
 
 
+# ... except the multiply-adds of Dense and convolution kernels outside a loop, where a target computes
+# them with one dot product per unit (and window): DuckDB measured on a 28×28 Conv 32 / Conv 64 CNN and
+# its Dense(128) (2.5e-9 to 4e-9 s of CPU a multiply-add, some 3 times that in wall time on a loaded
+# machine). A recurrent step's stay at the rate above.
+KERNEL_SECONDS_PER_MULTIPLY_ADD = {"duckdb": 1e-8}
+
+
+def kernel_multiply_adds(graph: ir.Graph) -> int:
+    """The multiply-adds of the graph's Dense and convolution kernels outside a loop."""
+    return sum(
+        (node.patches if isinstance(node, ir.PatchDense) else 1) * node.in_features * node.units
+        for node in graph.nodes
+        if isinstance(node, ir.Dense | ir.PatchDense)
+    )
+
+
 def row_seconds(graph: ir.Graph, target: str) -> float | None:
     """A row's seconds in `target` ('duckdb', 'postgres+plpgsql', ...) as the model's cost predicts them;
     None for a target not measured."""
     rate = SECONDS_PER_MULTIPLY_ADD.get(target)
-    return None if rate is None else rate * multiply_adds(graph)
+    if rate is None:
+        return None
+    kernels = kernel_multiply_adds(graph)
+    kernel_rate = KERNEL_SECONDS_PER_MULTIPLY_ADD.get(target, rate)
+    return rate * (multiply_adds(graph) - kernels) + kernel_rate * kernels
 
 
 def score_within_budget(

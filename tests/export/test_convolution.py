@@ -89,17 +89,70 @@ def test_blas_gemm_reference_follows_the_documented_layouts():
     np.testing.assert_array_equal(c, [23, 29, 50, 65])
 
 
-@pytest.mark.duckdb
-def test_field_sized_cnn_scores_in_duckdb(tmp_path):
-    """Conv2D 32 then 64 filters over 28×28 (~11 M multiply-adds a row): the windows are read as whole
-    pixels and no lambda slices a captured list, so a few images score in seconds, within 1e-5."""
-    from nnsql.export.duckdb.store import DuckDBStore
+@pytest.fixture(scope="module")
+def field_cnn(tmp_path_factory):
+    """Conv2D 32 then 64 filters over 28×28 (~11 M multiply-adds a row), staged in a DuckDB file with
+    a table of FIELD_ROWS images; the model and the file."""
+    from nnsql.export.duckdb.store import DuckDBStore, feature_table
 
     model = models.mnist_cnn()
-    store = DuckDBStore(tmp_path / "field.duckdb", progress=False)
+    path = tmp_path_factory.mktemp("field") / "field.duckdb"
+    store = DuckDBStore(path, progress=False)
     with store.session():
         store.stage("cnn", 1, to_ir(model, target="duckdb"))
-    x = np.random.default_rng(36).random((3, 28, 28, 1), dtype=np.float32)
+    images = np.random.default_rng(36).random((FIELD_ROWS, 28, 28, 1), dtype=np.float32)
+    with store.registered(feature_table({"image": images})) as rows:
+        store.con.execute(f"CREATE TABLE images AS SELECT _nn_row AS id, image FROM {rows}")
+    store.close()
+    return model, path
+
+
+FIELD_ROWS = 30
+FEW_ROWS = 12  # more than the macro computes at once (export/duckdb/batches.py: 10 rows)
+# What each row beyond FEW_ROWS may add to the peak memory of a process that scores them in one query
+# (one DuckDB chunk): the allocator's noise, ±20 MB. A macro that computed all the rows of a chunk at
+# once added ~15 MB a row.
+GROWTH_MB_PER_ROW = 2.0
+
+
+def peak_mb(path, rows: int) -> float:
+    """Peak resident MB of a fresh process that opens the file and scores its first `rows` images."""
+    import subprocess
+    import sys
+
+    script = (
+        "import duckdb, re, sys\n"
+        "con = duckdb.connect(sys.argv[1], read_only=True)\n"
+        "con.execute('SET enable_progress_bar = false')\n"
+        "con.execute('SELECT cnn.predict(image) FROM images WHERE id < ?', [int(sys.argv[2])]).fetchall()\n"
+        # VmHWM, not getrusage: the peak a process inherits from its parent over fork and exec
+        "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(rows)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout) / 1024
+
+
+@pytest.mark.duckdb
+def test_field_sized_cnn_scores_in_duckdb(field_cnn):
+    """The windows are read by element inside the loop over the positions: a few images score in
+    seconds, within 1e-5."""
+    from nnsql.export.duckdb.store import DuckDBStore
+
+    model, path = field_cnn
+    x = np.random.default_rng(37).random((3, 28, 28, 1), dtype=np.float32)
+    store = DuckDBStore(path, progress=False)
     actual, expected = store.scores("cnn", {"image": x}), model.predict(x, verbose=0)
     store.close()
     assert np.abs(actual - expected).max() <= 1e-5 and (actual.argmax(1) == expected.argmax(1)).all()
+
+
+@pytest.mark.duckdb
+def test_field_sized_cnn_scores_in_bounded_memory(field_cnn):
+    _, path = field_cnn
+    few, many = peak_mb(path, FEW_ROWS), peak_mb(path, FIELD_ROWS)
+    assert many - few <= GROWTH_MB_PER_ROW * (FIELD_ROWS - FEW_ROWS), (
+        f"{few:.0f} MB for {FEW_ROWS} rows, {many:.0f} MB for {FIELD_ROWS}"
+    )
