@@ -1,0 +1,133 @@
+"""Inputs the way users hold them: a sequence as one list per step and an image as rows (or rows of
+pixels), nested or flat; a sequence shorter than the model's when the model masks, padded inside the
+database with the value its Masking layer tests for. Scored in the real databases against Keras on the
+padded input (float32 parity: 1e-5); a row the model cannot take is refused in one line naming the
+input, the length received and the length allowed."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from tests.export.conftest import DATABASES, executor
+
+STEPS, FEATURES = 6, 3
+MASK = -1.0  # not 0: the padding must be the Masking layer's own value
+IMAGE = (4, 4, 2)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A masked GRU over `(None, 3)` readings and a small image classifier, saved once."""
+    import keras
+
+    folder = tmp_path_factory.mktemp("nested_models")
+    keras.utils.set_random_seed(21)
+    readings = keras.Input(shape=(None, FEATURES), name="readings")
+    state = keras.layers.GRU(4)(keras.layers.Masking(MASK)(readings))
+    masked = keras.Model(readings, keras.layers.Dense(3, activation="softmax")(state))
+    masked.save(folder / "masked.keras")
+    unmasked_input = keras.Input(shape=(STEPS, FEATURES), name="readings")
+    unmasked = keras.Model(
+        unmasked_input, keras.layers.Dense(2, activation="softmax")(keras.layers.GRU(3)(unmasked_input))
+    )
+    unmasked.save(folder / "unmasked.keras")
+    pixels = keras.Input(shape=IMAGE, name="pixels")
+    hidden = keras.layers.Conv2D(3, 2, activation="relu")(pixels)
+    image = keras.Model(pixels, keras.layers.Dense(3, activation="softmax")(keras.layers.Flatten()(hidden)))
+    image.save(folder / "image.keras")
+    return {
+        name: (model, folder / f"{name}.keras")
+        for name, model in (("masked", masked), ("unmasked", unmasked), ("image", image))
+    }
+
+
+@pytest.fixture(params=DATABASES)
+def database(request, tmp_path):
+    return executor(request.param, request, tmp_path)
+
+
+def sequences(lengths: list[int], seed: int = 3) -> list[np.ndarray]:
+    generator = np.random.default_rng(seed)
+    return [generator.normal(size=(n, FEATURES)).round(4) for n in lengths]
+
+
+def padded(sequence: np.ndarray) -> np.ndarray:
+    return np.concatenate([sequence, np.full((STEPS - len(sequence), FEATURES), MASK)])
+
+
+def literal(value: np.ndarray, target: str) -> str:
+    """A nested (or flat) array literal in the target's SQL, as a user writes one."""
+
+    def text(v: np.ndarray) -> str:
+        if v.ndim == 1:
+            return ", ".join(repr(float(e)) for e in v)
+        return ", ".join(f"[{text(part)}]" if target == "duckdb" else f"ARRAY[{text(part)}]" for part in v)
+
+    if target == "duckdb":
+        return f"[{text(value)}]"
+    inner = text(value) if value.ndim == 1 else ", ".join(f"[{text(part)}]" for part in value)
+    return f"ARRAY[{inner}]::float8[]"
+
+
+def scored(database, name: str, value: np.ndarray):
+    (row,) = database.query(
+        f"SELECT {name}.predict({literal(value, 'duckdb' if database.target == 'duckdb' else 'pg')})"
+    )
+    return np.asarray(row[0])
+
+
+def errors(database) -> tuple[type[Exception], ...]:
+    import duckdb
+
+    return (duckdb.Error, psycopg.Error)
+
+
+def test_sequences_nested_or_flat_and_shorter_score_as_keras_on_the_padded_input(models, database):
+    model, path = models["masked"]
+    assert database.export(path, "sensors", "--sequence-length", str(STEPS)) == 0
+    for sequence in sequences([STEPS, 4, 1]):
+        expected = model.predict(padded(sequence)[None], verbose=0)[0]
+        for form in (sequence, sequence.ravel()):
+            assert np.abs(scored(database, "sensors", form) - expected).max() <= 1e-5
+
+
+def test_a_longer_sequence_is_refused_naming_the_input_and_both_lengths(models, database):
+    _, path = models["masked"]
+    assert database.export(path, "sensors", "--sequence-length", str(STEPS)) == 0
+    (longer,) = sequences([STEPS + 1])
+    with pytest.raises(
+        errors(database), match=rf"sensors: readings must have at most {STEPS} steps .*got {STEPS + 1}"
+    ):
+        scored(database, "sensors", longer)
+    with pytest.raises(
+        errors(database), match=rf"at most {STEPS} steps of {FEATURES} values.*got {(STEPS + 1) * FEATURES}"
+    ):
+        scored(database, "sensors", longer.ravel())
+
+
+def test_a_shorter_sequence_is_refused_where_the_model_does_not_mask(models, database):
+    _, path = models["unmasked"]
+    assert database.export(path, "plain") == 0
+    (shorter,) = sequences([STEPS - 1])
+    with pytest.raises(errors(database), match=rf"plain: readings must have {STEPS} lists, got {STEPS - 1}"):
+        scored(database, "plain", shorter)
+    with pytest.raises(
+        errors(database), match=rf"must have {STEPS * FEATURES} values, got {(STEPS - 1) * FEATURES}"
+    ):
+        scored(database, "plain", shorter.ravel())
+
+
+def test_images_score_the_same_flat_as_rows_or_as_rows_of_pixels(models, database):
+    model, path = models["image"]
+    assert database.export(path, "shapes") == 0
+    image = np.random.default_rng(5).random(IMAGE).round(4)
+    expected = model.predict(image[None], verbose=0)[0]
+    forms = (image.ravel(), image.reshape(IMAGE[0], -1), image)
+    for form in forms:
+        assert np.abs(scored(database, "shapes", form) - expected).max() <= 1e-5
+    with pytest.raises(
+        errors(database), match=r"shapes: pixels: every list at depth 2 must have 8 elements, got"
+    ):
+        scored(database, "shapes", image.reshape(IMAGE[0], -1)[:, :-1])
