@@ -53,6 +53,7 @@ class Dialect:
     both: str = "{a} AND {b}"  # conditions joined
     either: str = "{a} OR {b}"
     equals: str = "{a} = {b}"
+    remainder: str = "{a} % {b}"
     differs: str = "{a} <> {b}"
     has_nulls: str = ""
     prepare: str | None = None  # a statement between the NULL check and the value checks
@@ -214,7 +215,7 @@ class Generator:
             condition, index = d.outside
             yield Check(condition.format(x=x, bound=spec.bound), "index", index.format(x=x, bound=spec.bound))
         if form.pad is not None:
-            yield d.pad.format(x=x, pad=repr(form.pad), size=form.size)
+            yield d.pad.format(x=x, value=self.var(spec.name), pad=repr(form.pad), size=form.size)
 
     def nested_checks(self, form: InputForm, x: str) -> Iterator[Check | str]:
         """Nested at most as deep as the input's axes, each axis as long as the model's (the first at
@@ -242,7 +243,7 @@ class Generator:
         d, length = self.dialect, self.dialect.length.format(x=x)
         if form.pad is None:
             return Check(d.wrong_length.format(x=x, size=form.size), "length", length)
-        partial = d.differs.format(a=f"{length} % {form.step}", b=0)
+        partial = d.differs.format(a=d.remainder.format(a=length, b=form.step), b=0)
         condition = d.either.format(a=f"{length} > {form.size}", b=partial)
         return Check(condition, "length", length, form.flat_length())
 

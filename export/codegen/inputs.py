@@ -28,7 +28,7 @@ def padding_value(graph: ir.Graph, name: str) -> float | None:
             continue
         if node.inputs[0] == name:
             return 0.0
-        source = graph.node(node.inputs[0])
+        source = next((n for n in graph.nodes if n.name == node.inputs[0]), None)
         if isinstance(source, ir.Affine) and source.inputs[0] == name and source.shift is not None:
             scale, shift = source.scale.array, source.shift.array
             if np.all(scale == 1.0) and np.all(shift == shift.flat[0]):
@@ -112,3 +112,28 @@ class InputForm:
     def too_deep_levels(self) -> str:
         """An array nested deeper than the input's axes, followed by its number of dimensions."""
         return f"{self.where} must be flat or nested at most {self.depth} deep, got dimensions: "
+
+
+HELD_EVERY = 2  # every other sample row of the parity check is scored in the form users hold it
+
+
+def forms_held(graph: ir.Graph, model: str) -> dict[str, InputForm]:
+    """The inputs that take another form than their flat values: nested, or shorter where they pad."""
+    forms = {spec.name: InputForm.of(graph, model, spec) for spec in graph.inputs}
+    return {name: form for name, form in forms.items() if form.depth > 1 or form.pad is not None}
+
+
+def held_rows(rows: int) -> np.ndarray:
+    """Which sample rows the parity check scores as users hold them."""
+    return np.arange(1, rows, HELD_EVERY)
+
+
+def as_held(form: InputForm, row: np.ndarray) -> np.ndarray:
+    """A flat sample row as users hold it: one entry per step (nested to the last axis), without the
+    steps of padding at its end where the input pads (the target pads them back)."""
+    steps = np.asarray(row).reshape(form.steps, -1)
+    kept = form.steps
+    if form.pad is not None:
+        set_steps = np.flatnonzero(~np.all(steps == form.pad, axis=1))
+        kept = int(set_steps[-1]) + 1 if set_steps.size else 0
+    return np.asarray(row).reshape(form.shape)[:kept]

@@ -131,3 +131,77 @@ def test_images_score_the_same_flat_as_rows_or_as_rows_of_pixels(models, databas
         errors(database), match=r"shapes: pixels: every list at depth 2 must have 8 elements, got"
     ):
         scored(database, "shapes", image.reshape(IMAGE[0], -1)[:, :-1])
+
+
+@pytest.mark.oracle
+def test_oracle_pads_a_shorter_flat_sequence_and_refuses_a_longer_one(models, tmp_path):
+    """Oracle's packages take UTL_NLA_ARRAY_FLT, a flat VARRAY: the flat form, shorter where the model
+    masks, run by the test interpreter of the generated PL/SQL."""
+    from tests.export.executors import OracleScriptExecutor
+    from tests.export.plsql_interpreter import PlsqlError, load_scripts
+
+    model, path = models["masked"]
+    oracle = OracleScriptExecutor(tmp_path)
+    assert oracle.export(path, "sensors", "--sequence-length", str(STEPS)) == 0
+    package = load_scripts(oracle.directory)
+    for sequence in sequences([STEPS, 2]):
+        expected = model.predict(padded(sequence)[None], verbose=0)[0]
+        assert np.abs(package.run({"readings": sequence.ravel()}) - expected).max() <= 1e-5
+    (longer,) = sequences([STEPS + 1])
+    with pytest.raises(PlsqlError) as refused:
+        package.run({"readings": longer.ravel()})
+    assert refused.value.code == -20001
+    assert f"at most {STEPS} steps of {FEATURES} values" in refused.value.message
+    assert refused.value.message.endswith(f"got {(STEPS + 1) * FEATURES}")
+
+
+def test_a_sample_row_is_held_as_its_steps_without_the_padding_at_its_end():
+    from nnsql.export.codegen.inputs import InputForm, as_held, held_rows
+
+    form = InputForm("sensors", "readings", (STEPS, FEATURES), MASK)
+    (sequence,) = sequences([2])
+    held = as_held(form, padded(sequence).ravel())
+    assert held.shape == (2, FEATURES) and np.array_equal(held, sequence)
+    assert as_held(form, np.full(STEPS * FEATURES, MASK)).shape == (0, FEATURES)
+    unpadded = InputForm("shapes", "pixels", IMAGE)
+    image = np.arange(np.prod(IMAGE), dtype=float)
+    assert np.array_equal(as_held(unpadded, image), image.reshape(IMAGE))
+    assert list(held_rows(5)) == [1, 3]
+
+
+@pytest.fixture
+def sample_store(request, tmp_path):
+    """A real store of the target, as the export's parity check uses it."""
+    if request.param == "duckdb":
+        from nnsql.export.duckdb.store import DuckDBStore
+
+        store = DuckDBStore(tmp_path / "models.duckdb", progress=False)
+    else:
+        from nnsql.export.postgres.store import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("postgres_dsn"), progress=False, kernel="plpgsql")
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "sample_store",
+    [
+        pytest.param("duckdb", marks=pytest.mark.duckdb),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
+)
+def test_the_parity_check_scores_every_other_row_as_users_hold_it(models, sample_store):
+    """The staged version's scores of sample rows padded at their ends: the odd rows go in nested and
+    without their padding, and every row's answer is Keras's on the padded row."""
+    from nnsql.export.compile import to_ir
+    from nnsql.export.frontend.model import at_sequence_length
+
+    model, _ = models["masked"]
+    graph = to_ir(at_sequence_length(model, STEPS), target=sample_store.target)
+    rows = np.stack([padded(s) for s in sequences([1, 2, 3, STEPS, 0, 4], seed=8)]).astype(np.float32)
+    with sample_store.session():
+        sample_store.stage("sensors", 1, graph)
+        scores = sample_store.scores("sensors", {graph.inputs[0].name: rows.reshape(len(rows), -1)})
+    assert np.abs(scores - model.predict(rows, verbose=0)).max() <= 1e-5
