@@ -77,11 +77,13 @@ def feature_table(inputs: dict[str, np.ndarray]) -> pa.Table:
 
 def held_column(form: InputForm, rows: np.ndarray) -> pa.Array:
     """Rows as users hold them (export/codegen/inputs.py): a list of steps, each nested to its last
-    axis as fixed-size arrays, the steps of padding at the end left out."""
+    axis, the steps of padding at the end left out."""
     held = [as_held(form, row) for row in rows]
     values: pa.Array = pa.array(np.concatenate([h.ravel() for h in held]).astype(np.float64))
-    for extent in reversed(form.shape[1:]):
-        values = pa.FixedSizeListArray.from_arrays(values, extent)
+    for extent in reversed(form.shape[1:]):  # lists, as users' lists of lists are (not fixed-size arrays)
+        values = pa.ListArray.from_arrays(
+            pa.array(np.arange(0, len(values) + 1, extent, dtype=np.int32)), values
+        )
     offsets = np.cumsum([0, *(len(h) for h in held)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), values)
 
