@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..ir import graph as ir
 from ..ir import kinds
+from .inputs import InputForm
 from .sqltext import literal
 
 
@@ -44,6 +45,16 @@ class Dialect:
     length: str = ""  # the number of values of {x}
     wrong_length: str = ""
     wrong_dimensions: str | None = None  # a condition, where an array may have several dimensions
+    # -- nested and shorter inputs (export/codegen/inputs.py); without `depth`, flat arrays only ---------
+    depth: str | None = None  # how deep {x} nests (1: flat)
+    extent: str = ""  # the length of {x} along its axis {axis} (1: the outermost)
+    flatten: str = ""  # a statement making {value} the values of {x} in row-major order ({depth})
+    pad: str = ""  # a statement padding {x} with {pad} up to {size} values; empty: no padding
+    both: str = "{a} AND {b}"  # conditions joined
+    either: str = "{a} OR {b}"
+    equals: str = "{a} = {b}"
+    remainder: str = "{a} % {b}"
+    differs: str = "{a} <> {b}"
     has_nulls: str = ""
     prepare: str | None = None  # a statement between the NULL check and the value checks
     nonfinite: tuple[str, str] = ("", "")  # a condition, and the first such value's 0-based index
@@ -152,11 +163,13 @@ def answering(graph: ir.Graph, name: str) -> Answering:
 @dataclass(frozen=True)
 class Check:
     """One input check: when `condition` holds, raise the error `kind` of ir.InputErrors (with
-    `argument` appended to its message), or return NULL when `kind` is None."""
+    `argument` appended to its message), or return NULL when `kind` is None. `message` words the
+    error instead of ir.InputErrors (the forms of export/codegen/inputs.py), with kind's error code."""
 
     condition: str
     kind: str | None = None
     argument: str | None = None
+    message: str | None = None
 
 
 class Generator:
@@ -174,25 +187,65 @@ class Generator:
         """The variable of an IR value; inputs keep their names (they are the function's parameters)."""
         return name if any(spec.name == name for spec in self.graph.inputs) else f"v_{name}"
 
+    def input_form(self, spec: ir.TensorSpec) -> InputForm:
+        """The forms the input takes here: shorter ones only where the dialect can pad."""
+        form = InputForm.of(self.graph, self.name, spec)
+        return form if self.dialect.pad else InputForm(form.model, form.name, form.shape)
+
     def input_checks(self, spec: ir.TensorSpec) -> Iterator[Check | str]:
-        """The checks of one input in order; a str is the dialect's `prepare` statement."""
-        d, x, size = self.dialect, spec.name, spec.size
+        """The checks of one input in order; a str is a statement (flattening, `prepare`, padding)."""
+        d, x, form = self.dialect, spec.name, self.input_form(spec)
         yield Check(d.is_null.format(x=x))
         if d.wrong_type is not None:
             condition, received = d.wrong_type
             yield Check(condition.format(x=x), "type", received.format(x=x))
-        yield Check(d.wrong_length.format(x=x, size=size), "length", d.length.format(x=x))
-        if d.wrong_dimensions is not None:
+        if d.depth is not None and form.depth > 1:
+            yield from self.nested_checks(form, x)
+            x = self.var(x)  # the flat values
+        elif d.wrong_dimensions is not None:
             yield Check(d.wrong_dimensions.format(x=x), "dimensions")
-        yield Check(d.has_nulls.format(x=x, size=size), "nulls")
+        yield self.length_check(form, x)
+        yield Check(d.has_nulls.format(x=x, size=d.length.format(x=x)), "nulls")
         if d.prepare is not None:
-            yield d.prepare.format(x=x, value=self.var(x))
-            x = self.var(x)
+            yield d.prepare.format(x=x, value=self.var(spec.name))
+            x = self.var(spec.name)
         condition, index = d.nonfinite
         yield Check(condition.format(x=x), "nonfinite", index.format(x=x))
         if spec.dtype == "int32":
             condition, index = d.outside
             yield Check(condition.format(x=x, bound=spec.bound), "index", index.format(x=x, bound=spec.bound))
+        if form.pad is not None:
+            yield d.pad.format(x=x, value=self.var(spec.name), pad=repr(form.pad), size=form.size)
+
+    def nested_checks(self, form: InputForm, x: str) -> Iterator[Check | str]:
+        """Nested at most as deep as the input's axes, each axis as long as the model's (the first at
+        most, when the input pads), then flattened."""
+        d = self.dialect
+        depth = d.depth.format(x=x) if d.depth is not None else "1"
+        yield Check(f"{depth} > {form.depth}", "dimensions", depth, form.too_deep_levels())
+        for nesting in range(2, form.depth + 1):
+            steps = d.extent.format(x=x, axis=1)
+            wrong = (
+                f"{steps} > {form.steps}" if form.pad is not None else d.differs.format(a=steps, b=form.steps)
+            )
+            at_depth = d.equals.format(a=depth, b=nesting)
+            yield Check(d.both.format(a=at_depth, b=wrong), "length", steps, form.outer_length())
+            for level in range(2, nesting + 1):
+                extent = d.extent.format(x=x, axis=level)
+                wrong = d.differs.format(a=extent, b=form.extent(nesting, level))
+                yield Check(
+                    d.both.format(a=at_depth, b=wrong), "length", extent, form.inner_length(nesting, level)
+                )
+        yield d.flatten.format(x=x, value=self.var(x), depth=depth)
+
+    def length_check(self, form: InputForm, x: str) -> Check:
+        """A flat array's length: the model's, or (when the input pads) at most that, in whole steps."""
+        d, length = self.dialect, self.dialect.length.format(x=x)
+        if form.pad is None:
+            return Check(d.wrong_length.format(x=x, size=form.size), "length", length)
+        partial = d.differs.format(a=d.remainder.format(a=length, b=form.step), b=0)
+        condition = d.either.format(a=f"{length} > {form.size}", b=partial)
+        return Check(condition, "length", length, form.flat_length())
 
     def checks(self) -> Iterator[str]:
         """Every input's checks in the dialect's forms."""
@@ -209,7 +262,7 @@ class Generator:
         d = self.dialect
         if check.kind is None:
             return d.return_null
-        message, code = getattr(errors, check.kind), d.error_codes[check.kind]
+        message, code = check.message or getattr(errors, check.kind), d.error_codes[check.kind]
         if check.argument is None:
             return d.error.format(message=d.literal(message), code=code)
         message = d.literal(message + d.message_placeholder)

@@ -12,14 +12,15 @@ from collections.abc import Callable, Iterator
 
 from nnsql.files import shipped
 
-from ..codegen.generator import Dialect, Generator, render_template
+from ..codegen.generator import Check, Dialect, Generator, render_template
+from ..codegen.inputs import InputForm
 from ..codegen.sqlformat import wrap
 from ..codegen.sqltext import literal
 from ..ir import graph as ir
 from ..ir import kinds
 from ..ir.graph import FLOAT32_MAX
 from ..target import Capabilities, emitted_kinds, emitter, register
-from . import batches, convolution, fusion
+from . import batches, convolution, fusion, inputs
 from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 
 TARGET = "duckdb"
@@ -132,6 +133,10 @@ class DuckDBGenerator(Generator):
         super().__init__(graph, name, version)
         self.params_ref = PARAMS  # where the weights are read: a scan binds its own around its loop
         self.folded = convolution.folded_windows(graph)  # windows computed by their convolution
+
+    def input_checks(self, spec: ir.TensorSpec) -> Iterator[Check | str]:
+        """Flat, nested or (when the model masks) shorter: export/duckdb/inputs.py."""
+        return inputs.input_checks(self.dialect, InputForm.of(self.graph, self.name, spec), spec)
 
     # -- weights ------------------------------------------------------------------------------
     def tensor_filter(self, alias: str, tensor: str) -> str:
@@ -394,9 +399,12 @@ class DuckDBGenerator(Generator):
     def body(self) -> str:
         """The weights, then each input, then the graph's values level by level. The inputs are bound
         apart from the weights: a Dense's lambda over its units copies what it reads at every unit."""
-        inputs = [(f"{spec.name}::DOUBLE[]", value_ref(spec.name)) for spec in self.graph.inputs]
+        values = [
+            (inputs.padded(InputForm.of(self.graph, self.name, spec), spec.name), value_ref(spec.name))
+            for spec in self.graph.inputs
+        ]
         refs = {spec.name: value_ref(spec.name) for spec in self.graph.inputs}
-        chain = self.let(inputs, self.let_chain(self.graph, refs, lambda refs: refs[self.graph.output]))
+        chain = self.let(values, self.let_chain(self.graph, refs, lambda refs: refs[self.graph.output]))
         # params() is a one-element list: iterating it binds the weights once per query (indexing it
         # with [1] would run the subquery again for every row)
         batched = batches.in_batches(chain, batches.rows_at_once(self.graph, self.folded))

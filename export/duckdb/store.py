@@ -11,6 +11,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..codegen.inputs import InputForm, as_held, forms_held, held_rows
 from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.store import RegistryStore
@@ -72,6 +73,19 @@ def feature_table(inputs: dict[str, np.ndarray]) -> pa.Table:
         flat = np.ascontiguousarray(values, dtype=np.float64).reshape(n_rows, -1)
         columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), flat.shape[1])
     return pa.table(columns)
+
+
+def held_column(form: InputForm, rows: np.ndarray) -> pa.Array:
+    """Rows as users hold them (export/codegen/inputs.py): a list of steps, each nested to its last
+    axis, the steps of padding at the end left out."""
+    held = [as_held(form, row) for row in rows]
+    values: pa.Array = pa.array(np.concatenate([h.ravel() for h in held]).astype(np.float64))
+    for extent in reversed(form.shape[1:]):  # lists, as users' lists of lists are (not fixed-size arrays)
+        values = pa.ListArray.from_arrays(
+            pa.array(np.arange(0, len(values) + 1, extent, dtype=np.int32)), values
+        )
+    offsets = np.cumsum([0, *(len(h) for h in held)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
 class DuckDBStore(RegistryStore):
@@ -150,12 +164,31 @@ class DuckDBStore(RegistryStore):
             raise self.failure(name, inputs, error) from None
 
     def score_rows(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """predict of every row: flat, except every other row as users hold it where an input nests or
+        pads (its answer is held to Keras's on the flat row all the same)."""
+        forms = forms_held(self.staged[2], name) if self.staged is not None else {}
+        n_rows = len(next(iter(inputs.values())))
+        held = held_rows(n_rows) if forms else np.arange(0)
+        flat = np.setdiff1d(np.arange(n_rows), held)
+        scores = self.predicted(name, feature_table({k: v[flat] for k, v in inputs.items()}))
+        if not held.size:
+            return scores
+        table = feature_table({k: v[held] for k, v in inputs.items()})
+        for key, form in forms.items():
+            column = table.schema.get_field_index(key)
+            table = table.set_column(column, key, held_column(form, inputs[key][held]))
+        result = np.empty((n_rows, scores.shape[1]))
+        result[flat], result[held] = scores, self.predicted(name, table)
+        return result
+
+    def predicted(self, name: str, table: pa.Table) -> np.ndarray:
         """Every row's `predict`, in one query. DuckDB scans a registered table one record batch per
         thread: the rows are cut into as many batches as it has threads, so all of them score."""
-        table = feature_table(inputs)
+        arguments = ", ".join(table.column_names[1:])
         threads = int(self.fetch_one("SELECT current_setting('threads')")[0])  # type: ignore[index]
-        table = pa.Table.from_batches(table.to_batches(max_chunksize=-(-len(table) // threads)))
-        arguments = ", ".join(inputs)
+        if len(table) > 1:
+            batches = table.to_batches(max_chunksize=-(-len(table) // threads))
+            table = pa.Table.from_batches(batches, schema=table.schema)
         with self.registered(table) as relation:
             result = self.con.execute(
                 f"SELECT {name}.predict({arguments}) AS p FROM {relation} ORDER BY _nn_row"

@@ -145,6 +145,9 @@ PLSQL = Dialect(
     step="step_of({x}, nn_t, {features})",
     empty="UTL_NLA_ARRAY_FLT()",
     append="append_first({y}, {source}, {size});",
+    # a parameter is read-only: a padded input is a variable of its own (see OracleGenerator.var)
+    pad="{value} := padded({x}, {size}, {pad});",
+    remainder="({a} - TRUNC({a} / {b}) * {b})",
 )
 
 
@@ -167,6 +170,12 @@ class OracleGenerator(ProceduralGenerator):
     def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
         super().__init__(graph, name, version)
         self.package = f"{name}_v{version}"
+        self.padded = [spec.name for spec in graph.inputs if self.input_form(spec).pad is not None]
+
+    def var(self, name: str) -> str:
+        """Inputs keep their names, except those a shorter row is padded for: a parameter is read-only,
+        so the padded values are a variable v_<input> of their own."""
+        return f"v_{name}" if name in self.padded else super().var(name)
 
     def activated(self, y: str, activation: str) -> list[str]:
         return [] if activation == "linear" else [f"activate_{activation}({y});"]
@@ -243,7 +252,7 @@ class OracleGenerator(ProceduralGenerator):
             classes=", ".join(literal(label) for label in self.graph.classes),
             tensor_variables=[chunk.variable for chunk in chunks],
             loads=[(chunk.tensor, chunk.chunk, chunk.variable) for chunk in chunks],
-            value_variables=[*self.values(), "v_chunk"],
+            value_variables=[*map(self.var, self.padded), *self.values(), "v_chunk"],
             statements=self.statements(),
             output=self.var(self.graph.output),
             functions=FUNCTIONS,

@@ -45,6 +45,13 @@ PLPGSQL = Dialect(
     length="cardinality({x})",
     wrong_length="cardinality({x}) <> {size}",
     wrong_dimensions="array_ndims({x}) <> 1",
+    depth="coalesce(array_ndims({x}), 1)",
+    extent="array_length({x}, {axis})",
+    flatten="IF array_ndims({x}) > 1 THEN {value} := ARRAY(SELECT unnest({x})); END IF;",
+    pad=(
+        "IF cardinality({x}) < {size} THEN "
+        "{x} := {x} || array_fill({pad}::float8, ARRAY[{size} - cardinality({x})]); END IF;"
+    ),
     has_nulls="array_position({x}, NULL) IS NOT NULL",
     # '[0:783]={...}' keeps its bounds and the kernels index from 1: a slice renumbers from 1
     prepare="IF array_lower({x}, 1) <> 1 THEN {x} := {x}[array_lower({x}, 1):array_upper({x}, 1)]; END IF;",

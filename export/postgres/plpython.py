@@ -85,6 +85,15 @@ PLPYTHON = Dialect(
     length="len({x})",
     wrong_length="len({x}) != {size}",
     has_nulls="any(value is None for value in {x})",
+    # a multidimensional array arrives as nested lists (rectangular: PostgreSQL's arrays are)
+    depth="(np.ndim({x}) if {x} and isinstance({x}[0], list) else 1)",
+    extent="np.shape({x})[{axis} - 1]",
+    flatten="{value} = np.ravel(np.array({x}, dtype=object)).tolist() if {depth} > 1 else {x}",
+    pad=("if len({x}) < {size}:\n    {x} = np.concatenate([{x}, np.full({size} - len({x}), {pad})])"),
+    both="({a}) and ({b})",
+    either="({a}) or ({b})",
+    equals="{a} == {b}",
+    differs="{a} != {b}",
     prepare="{value} = np.asarray({x}, dtype=np.float64)",
     nonfinite=(
         f"not (np.abs({{x}}) <= {FLOAT32_MAX!r}).all()",  # False for NaN too

@@ -18,6 +18,7 @@ from psycopg import sql
 from tqdm import tqdm
 
 from ..codegen.generator import render_template
+from ..codegen.inputs import InputForm, as_held, forms_held, held_rows
 from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.pipeline import VersionRecord
@@ -143,6 +144,7 @@ class PostgresStore(RegistryStore):
         self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
+        self.forms: dict[str, InputForm] = {}  # the inputs sample rows are also scored nested for
         self.progress = progress
         self.grant_to = grant_to
         self.con = connect(dsn, origin=origin)
@@ -214,6 +216,7 @@ class PostgresStore(RegistryStore):
         """The kernel (chosen inside the export's transaction), the functions, and the grant."""
         self.use_schema(name)
         self.kernel = kernels.choose(self.con, self.requested_kernel)
+        self.forms = forms_held(graph, name)
         self.installed = self.generator(name, version, graph).render()
         if self.grant_to:
             self.installed += "\n" + grant_script(name, sql.Identifier(self.grant_to).as_string(self.con))
@@ -253,10 +256,11 @@ class PostgresStore(RegistryStore):
         flat = {
             key: np.asarray(values, dtype=np.float64).reshape(n_rows, -1) for key, values in inputs.items()
         }
+        held = set(held_rows(n_rows).tolist()) if self.forms else set()
         with self.con.cursor().copy(sql.SQL("COPY _nn_samples FROM STDIN (FORMAT BINARY)")) as copy:
             copy.set_types(["int4"] + ["float8[]"] * len(flat))
             for i in range(n_rows):
-                copy.write_row([i, *(flat[key][i].tolist() for key in flat)])
+                copy.write_row([i, *(self.argument(key, flat[key][i], i in held) for key in flat)])
         arguments = sql.SQL(", ").join(sql.Identifier(c) for c in inputs)
         calls = sql.SQL(", ").join(
             sql.SQL("{}.{}({})").format(sql.Identifier(name), sql.Identifier(function), arguments)
@@ -270,6 +274,14 @@ class PostgresStore(RegistryStore):
             raise self.failure(query, n_rows) from None
         self.con.execute("DROP TABLE _nn_samples")
         return rows
+
+    def argument(self, key: str, row: np.ndarray, held: bool) -> Any:
+        """A sample row's values: flat, or where the input nests or pads, on the rows scored as users hold
+        them, a multidimensional array of its steps without the padding at its end."""
+        form = self.forms.get(key)
+        if not held or form is None:
+            return row.tolist()
+        return as_held(form, row).tolist()
 
     def failure(self, query: sql.Composed, n_rows: int) -> ScoringFailure:
         """The first sample row that raises, each tried in a savepoint, with where it raised."""

@@ -6,7 +6,9 @@ fresh directory:
   `$NNSQL_OUTPUT_DIR`, as docs/training.md asks (two epochs unless `--epochs` says otherwise, 512 rows:
   seconds, not minutes);
 - `models/fashion/model.keras`: the pages' Fashion-MNIST network (784 features, 10 named classes), and
-  `models/ic/model.keras`: CERN's Inclusive Classifier, both seeded rather than trained, since the pages
+  `models/ic/model.keras`: CERN's Inclusive Classifier, and `models/particles/model.keras`: a masked GRU
+  over any number of particles (`(None, 19)`), and `models/digits/model.keras`: TF-Spawner's CNN over
+  28 × 28 × 1 images, all seeded rather than trained, since the pages
   check parity with Keras, not accuracy (`make demo` trains the first).
 """
 
@@ -70,6 +72,17 @@ def make(folder: Path) -> None:
     metadata = folder / "models" / "fashion" / "metadata.json"
     metadata.write_text(json.dumps({**json.loads(metadata.read_text()), "dataset": "fashion-mnist"}))
     models.save(models.inclusive_classifier(), folder / "models" / "ic", ["W+jet", "QCD", "ttbar"])
+    models.save(particle_tagger(), folder / "models" / "particles", ["W+jet", "QCD", "ttbar"])
+    models.save(models.tf_spawner_cnn(), folder / "models" / "digits", [str(digit) for digit in range(10)])
+
+
+def particle_tagger():
+    """A masked GRU over particles of 19 features, any number of them (`(None, 19)`), seeded."""
+    import keras
+
+    particles = keras.Input(shape=(None, 19), name="particles")
+    state = keras.layers.GRU(8)(keras.layers.Masking(0.0)(particles))
+    return keras.Model(particles, keras.layers.Dense(3, activation="softmax")(state))
 
 
 def readers_files(tmp_path_factory: pytest.TempPathFactory) -> Path:

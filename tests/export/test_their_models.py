@@ -130,7 +130,7 @@ def test_the_longest_sequence_of_samples_sets_the_length(their_model, tmp_path, 
     rows = their_models.token_rows(6, steps=STEPS + 3, seed=9)
     assert np.abs(target.predict("theirs", rows) - keras_scores(path, rows)).max() <= 1e-5
     longer = their_models.token_rows(1, steps=STEPS + 4)
-    with pytest.raises(target.error, match=f"must have {STEPS + 3} values, got {STEPS + 4}"):
+    with pytest.raises(target.error, match=f"must have at most {STEPS + 3} values .*, got {STEPS + 4}"):
         target.predict("theirs", longer)
 
 

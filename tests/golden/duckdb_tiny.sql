@@ -34,7 +34,7 @@ CREATE OR REPLACE MACRO tiny.predict(features) AS (
             '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
         ) THEN error('tiny: features must be a list of numbers, got ' || typeof(features))
         WHEN len(features) <> 3 THEN error('tiny: features must have 3 values, got ' || len(features))
-        WHEN list_count(features) <> 3 THEN error('tiny: features contains NULL values')
+        WHEN list_count(features) <> len(features) THEN error('tiny: features contains NULL values')
         WHEN NOT (
             list_max(features::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(features::DOUBLE[]) >=
                 -3.4028234663852886e+38

@@ -31,17 +31,103 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
         WHEN sequence IS NULL THEN NULL
         WHEN NOT regexp_full_match(
             typeof(sequence),
-            '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
-        ) THEN error('rnn: sequence must be a list of numbers, got ' || typeof(sequence))
-        WHEN len(sequence) <> 6 THEN error('rnn: sequence must have 6 values, got ' || len(sequence))
-        WHEN list_count(sequence) <> 6 THEN error('rnn: sequence contains NULL values')
+            '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))(\[\d*\]){1,2}'
+        ) THEN error(
+            'rnn: sequence must be a list of numbers, flat or nested at most 2 deep, got ' || typeof(sequence)
+        )
+        WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 2 AND len(
+            TRY_CAST(sequence AS DOUBLE[][])
+        ) > 3 THEN error(
+            'rnn: sequence must have at most 3 steps (shorter ones are padded with 0), got ' || len(
+                TRY_CAST(sequence AS DOUBLE[][])
+            )
+        )
+        WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 2 AND len(
+            list_filter(
+                list_transform(TRY_CAST(sequence AS DOUBLE[][]), lambda _nn_l: len(_nn_l)),
+                lambda _nn_n: _nn_n IS DISTINCT FROM 2
+            )
+        ) > 0 THEN error(
+            'rnn: sequence: every list at depth 2 must have 2 elements, got one of ' || coalesce(
+                list_filter(
+                    list_transform(TRY_CAST(sequence AS DOUBLE[][]), lambda _nn_l: len(_nn_l)),
+                    lambda _nn_n: _nn_n IS DISTINCT FROM 2
+                )[1]::VARCHAR,
+                'NULL'
+            )
+        )
+        WHEN (
+            len(
+                (
+                    CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                        TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                        len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                    ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                )
+            ) > 6 OR len(
+                (
+                    CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                        TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                        len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                    ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                )
+            ) % 2 <> 0
+        ) THEN error(
+            'rnn: sequence must have at most 3 steps of 2 values, 6 values flat (shorter ones are padded with 0), got '
+                || len(
+                (
+                    CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                        TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                        len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                    ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                )
+            )
+        )
+        WHEN list_count(
+            (
+                CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN TRY_CAST(
+                    sequence AS DOUBLE[]
+                ) WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 2 THEN flatten(
+                    TRY_CAST(sequence AS DOUBLE[][])
+                ) END
+            )
+        ) <> len(
+            (
+                CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN TRY_CAST(
+                    sequence AS DOUBLE[]
+                ) WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 2 THEN flatten(
+                    TRY_CAST(sequence AS DOUBLE[][])
+                ) END
+            )
+        ) THEN error('rnn: sequence contains NULL values')
         WHEN NOT (
-            list_max(sequence::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(sequence::DOUBLE[]) >=
-                -3.4028234663852886e+38
+            list_max(
+                (
+                    CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                        TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                        len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                    ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                )::DOUBLE[]
+            ) <= 3.4028234663852886e+38 AND list_min(
+                (
+                    CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                        TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                        len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                    ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                )::DOUBLE[]
+            ) >= -3.4028234663852886e+38
         ) THEN error(
             'rnn: sequence holds NaN, infinity or a value beyond the float32 range at 0-based index ' || (
                 list_position(
-                    list_transform(sequence, lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= 3.4028234663852886e+38)),
+                    list_transform(
+                        (
+                            CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1
+                                THEN TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                                len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                            ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                        ),
+                        lambda _nn_e: NOT (abs(_nn_e::DOUBLE) <= 3.4028234663852886e+38)
+                    ),
                     true
                 ) - 1
             )
@@ -52,7 +138,7 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
             '(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))\[\d*\]'
         ) THEN error('rnn: extra must be a list of numbers, got ' || typeof(extra))
         WHEN len(extra) <> 1 THEN error('rnn: extra must have 1 values, got ' || len(extra))
-        WHEN list_count(extra) <> 1 THEN error('rnn: extra contains NULL values')
+        WHEN list_count(extra) <> len(extra) THEN error('rnn: extra contains NULL values')
         WHEN NOT (
             list_max(extra::DOUBLE[]) <= 3.4028234663852886e+38 AND list_min(extra::DOUBLE[]) >=
                 -3.4028234663852886e+38
@@ -65,7 +151,18 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
             )
         )
         ELSE (list_transform(rnn.params(), lambda _nn_p:
-            list_transform([sequence::DOUBLE[]], lambda _nn_v_sequence:
+            list_transform([
+                list_resize(
+                    (
+                        CASE WHEN (len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))) = 1 THEN
+                            TRY_CAST(sequence AS DOUBLE[]) WHEN (
+                            len(typeof(sequence)) - len(replace(typeof(sequence), '[', ''))
+                        ) = 2 THEN flatten(TRY_CAST(sequence AS DOUBLE[][])) END
+                    ),
+                    6,
+                    0.0::DOUBLE
+                )
+            ], lambda _nn_v_sequence:
             list_transform([extra::DOUBLE[]], lambda _nn_v_extra:
             list_transform([list_resize(list_transform([
                 _nn_v_sequence[

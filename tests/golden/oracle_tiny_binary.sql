@@ -166,6 +166,18 @@ CREATE OR REPLACE PACKAGE BODY sig_v1 AS
         RETURN slice(p_x, p_step * p_width + 1, p_width);
     END step_of;
 
+    -- p_x followed by p_value up to p_size values: a sequence shorter than the model's, padded with the
+    -- value the model's mask skips.
+    FUNCTION padded(p_x IN UTL_NLA_ARRAY_FLT, p_size IN PLS_INTEGER, p_value IN BINARY_FLOAT)
+        RETURN UTL_NLA_ARRAY_FLT IS
+        v UTL_NLA_ARRAY_FLT := zeros(p_size);
+    BEGIN
+        FOR i IN 1 .. p_size LOOP
+            IF i <= p_x.COUNT THEN v(i) := p_x(i); ELSE v(i) := p_value; END IF;
+        END LOOP;
+        RETURN v;
+    END padded;
+
     -- Append the first p_count values of p_source to p_target (a scan's outputs, step after step).
     PROCEDURE append_first(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_source IN UTL_NLA_ARRAY_FLT,
                            p_count IN PLS_INTEGER) IS

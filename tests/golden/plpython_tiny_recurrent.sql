@@ -48,13 +48,22 @@ if weights is None:
 
 if sequence is None:
     return None
-if len(sequence) != 6:
-    plpy.error('tiny: sequence must have 6 values, got %d' % len(sequence))
-if any(value is None for value in sequence):
+if (np.ndim(sequence) if sequence and isinstance(sequence[0], list) else 1) > 2:
+    plpy.error('tiny: sequence must be flat or nested at most 2 deep, got dimensions: %d' % (np.ndim(sequence) if sequence and isinstance(sequence[0], list) else 1))
+if ((np.ndim(sequence) if sequence and isinstance(sequence[0], list) else 1) == 2) and (np.shape(sequence)[1 - 1] > 3):
+    plpy.error('tiny: sequence must have at most 3 steps (shorter ones are padded with 0), got %d' % np.shape(sequence)[1 - 1])
+if ((np.ndim(sequence) if sequence and isinstance(sequence[0], list) else 1) == 2) and (np.shape(sequence)[2 - 1] != 2):
+    plpy.error('tiny: sequence: every list at depth 2 must have 2 elements, got one of %d' % np.shape(sequence)[2 - 1])
+v_sequence = np.ravel(np.array(sequence, dtype=object)).tolist() if (np.ndim(sequence) if sequence and isinstance(sequence[0], list) else 1) > 1 else sequence
+if (len(v_sequence) > 6) or (len(v_sequence) % 2 != 0):
+    plpy.error('tiny: sequence must have at most 3 steps of 2 values, 6 values flat (shorter ones are padded with 0), got %d' % len(v_sequence))
+if any(value is None for value in v_sequence):
     plpy.error('tiny: sequence contains NULL values')
-v_sequence = np.asarray(sequence, dtype=np.float64)
+v_sequence = np.asarray(v_sequence, dtype=np.float64)
 if not (np.abs(v_sequence) <= 3.4028234663852886e+38).all():
     plpy.error('tiny: sequence holds NaN, infinity or a value beyond the float32 range at 0-based index %d' % np.flatnonzero(~(np.abs(v_sequence) <= 3.4028234663852886e+38))[0])
+if len(v_sequence) < 6:
+    v_sequence = np.concatenate([v_sequence, np.full(6 - len(v_sequence), 0.0)])
 if extra is None:
     return None
 if len(extra) != 1:

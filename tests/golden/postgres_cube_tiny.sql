@@ -22,11 +22,11 @@ DECLARE
     nn_total float8;
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
+    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING
+        ERRCODE = 'array_subscript_error'; END IF;
     IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %', cardinality(
         features
     ) USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING
-        ERRCODE = 'array_subscript_error'; END IF;
     IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION 'tiny: features contains NULL values'
         USING ERRCODE = 'null_value_not_allowed'; END IF;
     IF array_lower(features, 1) <> 1 THEN features := features[
