@@ -19,6 +19,7 @@ from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.pipeline import VersionRecord
 from ..registry.checks import StoredCheck
+from . import builtins
 from .generator import FUNCTIONS, SparkGenerator, nested
 
 MODELS = "spark_catalog.nnsql.models"
@@ -93,10 +94,11 @@ class SparkStore:
 
     def stage(self, name: str, version: int, graph: ir.Graph) -> None:
         """The version's functions under versioned names, in the model's own database."""
-        self.sql(f"CREATE DATABASE IF NOT EXISTS spark_catalog.{name}")
         generator = SparkGenerator(graph, name, version)
-        self.staged = generator
         statements = generator.statements()
+        builtins.refuse_replaced(self.spark, statements)
+        self.sql(f"CREATE DATABASE IF NOT EXISTS spark_catalog.{name}")
+        self.staged = generator
         for statement in statements:
             self.sql(statement)
         self.installed = ";\n".join([*statements, *generator.public()]) + ";\n"

@@ -166,6 +166,20 @@ def test_a_look_alike_function_elsewhere_is_never_called(spark, tmp_path):
     assert answers == list(prepared.gate.expected(np.arange(prepared.samples.rows)).argmax(axis=1))
 
 
+def test_a_session_that_replaces_a_built_in_is_refused(spark, tmp_path):
+    """A temporary function named `exp` (here Hive's square root) replaces the built-in for the rest of a
+    session, and Spark cannot qualify a built-in: the generated softmax would run it. The export refuses
+    that session in one line and stages nothing. The function lives in a session of its own, so the
+    module's shared session keeps Spark's `exp`."""
+    path = models.save(mutations.dense(), tmp_path / "model")
+    replacing = spark.newSession()
+    replacing.sql("CREATE OR REPLACE TEMPORARY FUNCTION exp AS 'org.apache.hadoop.hive.ql.udf.UDFSqrt'")
+    with pytest.raises(ExportError, match="replaces the built-in function exp") as refused:
+        export(replacing, path, "replaced")
+    assert len(str(refused.value).splitlines()) == 1
+    assert not spark.catalog.databaseExists("replaced")
+
+
 def test_pyspark_columns_call_the_published_functions(spark, paths, published):
     from nnsql import spark as nn
 
