@@ -26,6 +26,7 @@ from ..errors import ExportError, InvalidName
 from ..ir import activations, kinds
 from ..ir import graph as ir
 from ..names import check_model_name
+from ..publish import parity
 from ..target import Capabilities, emitted_kinds, register
 
 TARGET = "oracle"
@@ -38,6 +39,7 @@ ORACLE_RESERVED = frozenset(
     for line in (SQL_DIR / "reserved_words.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 )
+MAX_LITERAL = 32_767  # bytes of a PL/SQL string literal (entry_ddl returns the entry package's text)
 MAX_NAME = 25  # leaves room for "_v<version>" within Oracle's 30-byte names of older releases
 
 
@@ -265,13 +267,45 @@ class OracleGenerator(ProceduralGenerator):
         return render_template(TEMPLATES, template, self.context())
 
     def version_package(self) -> str:
-        return self.render("version_package.sql.j2")
+        """The version's package: the network, the functions users query, and what activating it later
+        from SQL runs (check_stored, entry_ddl; plsql/check_stored.sql.j2)."""
+        context = self.context()
+        sizes = [int(np.prod(spec.shape)) for spec in self.graph.inputs]
+        starts = np.cumsum([1, *sizes[:-1]])
+        context.update(
+            input_slices=[
+                (f"nn_x{i}", int(start), size)
+                for i, (start, size) in enumerate(zip(starts, sizes, strict=True))
+            ],
+            check_arguments=", ".join(f"nn_x{i}" for i in range(len(sizes))),
+            stored_questions=parity.questions(self.graph.kind, several_outputs=bool(self.graph.outputs)),
+            entry_spec=entry_literal(self.dispatch_spec()),
+            entry_body=entry_literal(self.dispatch_body()),
+        )
+        return render_template(TEMPLATES, "version_package.sql.j2", context)
 
     def dispatch_spec(self) -> str:
         return self.render("dispatch_package.sql.j2")
 
     def dispatch_body(self) -> str:
         return self.render("dispatch_body.sql.j2")
+
+
+def entry_literal(script: str) -> str:
+    """One statement of the entry package (its script's text without the comment lines that lead it and
+    the SQL*Plus terminator) as a PL/SQL string literal, which EXECUTE IMMEDIATE runs."""
+    lines = script.strip().splitlines()
+    while lines and lines[0].startswith("--"):
+        lines.pop(0)
+    if lines and lines[-1].strip() == "/":
+        lines.pop()
+    text = literal("\n".join(lines))
+    if len(text.encode()) > MAX_LITERAL:
+        raise ExportError(
+            f"the entry package's text is {len(text.encode())} bytes, over PL/SQL's {MAX_LITERAL} for a "
+            "string literal: too many outputs to activate from SQL"
+        )
+    return text
 
 
 def check_weights_finite(graph: ir.Graph) -> None:

@@ -1,9 +1,11 @@
 """`--script-only`: everything an Oracle export does, as SQL*Plus / SQLcl scripts a DBA can review and run.
 
-DIR/install.sql runs, in order: 01_schema.sql (tables, types), 02_tensors_vN.sql (the weights as PL/SQL
-blocks), 03_package_vN.sql (the version's package), 04_verify_and_switch_vN.sql (scores sample rows in the
-database, compares with TensorFlow's probabilities embedded in the script, records the figures and only
-then switches the model's entry package), and optionally 05_testdata.sql. 00_privileges.sql is for the DBA;
+DIR/install.sql runs, in order: 01_schema.sql (tables, types, nnsql_admin), 02_tensors_vN.sql (the weights
+as PL/SQL blocks), 02_check_rows_vN.sql (the answer check kept for activating the version again from SQL:
+`EXEC nnsql_admin.activate('NAME', N)`), 03_package_vN.sql (the version's package),
+04_verify_and_switch_vN.sql (scores sample rows in the database, compares with TensorFlow's probabilities
+embedded in the script, records the figures and only then switches the model's entry package), and
+optionally 05_testdata.sql. 00_privileges.sql is for the DBA;
 activate_vN.sql makes version N the active one again later (a roll back or forward): the same check on the
 same rows, then the same switch.
 """
@@ -134,6 +136,79 @@ def rows_block(
             agrees = answer_condition(function, call, answers.answers[function][row], float(allowed[row]))
             lines.append(f"    check_answer({row + 1}, '{function}', {agrees});")
     return "\n".join(lines)
+
+
+ANSWER_COLUMNS = (
+    "score",
+    "label",
+    "labels",
+    "predict_proba",
+)  # nnsql_check_rows: score, label, labels, proba
+INSERT_CHECK_ROW = (
+    "    INSERT INTO nnsql_check_rows (model, version, row_no, inputs, expected, allowed, tie, score, label, "
+    "labels, proba)\n    VALUES ({values});"
+)
+
+
+def check_rows(
+    name: str,
+    version: int,
+    graph: ir.Graph,
+    inputs: list[np.ndarray],
+    expected: np.ndarray,
+    allowed: np.ndarray,
+) -> list[str]:
+    """The answer check kept for activating the version later (nnsql_check_rows, read by the version's
+    check_stored): one PL/SQL block per sample row with its inputs (every input's values one after the
+    other), expected values, tolerance and tie margin as rows_block checks them, and the answers a Keras
+    user reads (NULL where the row is a near-tie)."""
+    first, several = graph.first_size, bool(graph.outputs)
+    ties = parity.tie_margins(expected[:, :first], allowed)
+    answers = kinds.keras_answers(
+        graph.kind, expected[:, :first], graph.classes, ties, several_outputs=several
+    )
+    asked = parity.questions(graph.kind, several_outputs=several)
+    key = f"model = {literal(name)} AND version = {version}"
+    blocks = [f"BEGIN\n    DELETE FROM nnsql_check_rows WHERE {key};\nEND;"]
+    for row in range(len(expected)):
+        values = np.concatenate([np.asarray(x[row], np.float32).ravel() for x in inputs])
+        kept = [
+            stored_answer(f, answers.answers[f][row])
+            if f in asked and not answers.undecided[f][row]
+            else "NULL"
+            for f in ANSWER_COLUMNS
+        ]
+        fields = [literal(name), str(version), str(row + 1), "v", doubles(expected[row])]
+        fields += [double_literal(allowed[row]), double_literal(ties[row]), *kept]
+        body = "\n".join(array_calls(values, "v"))
+        insert = INSERT_CHECK_ROW.format(values=", ".join(fields))
+        declare = f"DECLARE\n    v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();\n{APPEND}"
+        blocks.append(f"{declare}\nBEGIN\n{body}\n{insert}\nEND;")
+    return blocks
+
+
+def stored_answer(function: str, answer: Any) -> str:
+    """A Keras user's answer as nnsql_check_rows keeps it: labels as [first|second|...]."""
+    if function == "predict_proba":
+        return doubles(answer)
+    if function == "labels":
+        return literal("[" + "|".join(map(str, answer)) + "]")
+    return literal(str(answer)) if function == "label" else str(int(answer))
+
+
+def check_rows_script(request: ExportRequest, prepared: Prepared, version: int) -> str:
+    """The rows verify-and-switch checks, kept for `EXEC nnsql_admin.activate(name, version)`."""
+    chosen = verify_rows(prepared)
+    inputs = [prepared.samples.inputs[spec.name][chosen] for spec in prepared.graph.inputs]
+    expected, allowed = prepared.gate.expected(chosen), row_tolerances(prepared)[chosen]
+    blocks = check_rows(request.name, version, prepared.graph, inputs, expected, allowed)
+    header = f"-- The answer check of {request.name} version {version}, kept for activating it again later."
+    return "\n".join([HEADER, header, *(block + "\n/" for block in blocks), "COMMIT;\n"])
+
+
+def schema_script() -> str:
+    """The tables and types, then nnsql_admin (what a DBA calls to activate a version from SQL)."""
+    return (SQL_DIR / "schema.sql").read_text() + (SQL_DIR / "admin.sql").read_text()
 
 
 def check_declarations(inputs: int, first_columns: int) -> str:
@@ -292,8 +367,9 @@ def write_scripts(
     generator = OracleGenerator(prepared.graph, request.name, version)
     files: dict[str, str] = {
         "00_privileges.sql": privileges_script(request.name),
-        "01_schema.sql": HEADER + (SQL_DIR / "schema.sql").read_text(),
+        "01_schema.sql": HEADER + schema_script(),
         f"02_tensors_v{version}.sql": tensors_script(prepared, request.name, version, progress),
+        f"02_check_rows_v{version}.sql": check_rows_script(request, prepared, version),
         f"03_package_v{version}.sql": HEADER
         + generator.version_package()
         + check_compiled(generator.package),
