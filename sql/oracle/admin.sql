@@ -22,12 +22,6 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
         RAISE;
     END identifier;
 
-    PROCEDURE require_name(p_name IN VARCHAR2) IS
-        quoted VARCHAR2(300) := identifier(p_name);
-    BEGIN
-        NULL;
-    END require_name;
-
     -- The version's answer check, in its own package; an error other than the check's own refusal (a
     -- package that cannot run, or one published before the check was kept) refuses as well.
     PROCEDURE check_version(p_package IN VARCHAR2, p_unit IN VARCHAR2) IS
@@ -39,28 +33,38 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
             || SQLERRM || '); export the version again; nothing changed');
     END check_version;
 
-    -- Replace the entry package with the text the version generated for it: its specification, then its
-    -- body, each statement checked to replace the model's own entry package and nothing else.
-    PROCEDURE switch_entry(p_package IN VARCHAR2, p_model IN VARCHAR2) IS
+    -- One statement of the text the version generated for the entry package (p_entry, as identifier
+    -- quotes it): 1, its specification; 2, its body. Refused unless it replaces that package.
+    FUNCTION entry_statement(p_package IN VARCHAR2, p_entry IN VARCHAR2, p_part IN PLS_INTEGER)
+        RETURN VARCHAR2 IS
         ddl    VARCHAR2(32767);
-        wanted VARCHAR2(300);
+        wanted VARCHAR2(32767);
     BEGIN
-        FOR part IN 1 .. 2 LOOP
-            EXECUTE IMMEDIATE 'BEGIN :ddl := ' || p_package || '.entry_ddl(:part); END;' USING OUT ddl, IN part;
-            wanted := 'CREATE OR REPLACE PACKAGE ' || CASE WHEN part = 2 THEN 'BODY ' END || p_model || ' ';
-            IF UPPER(SUBSTR(ddl, 1, LENGTH(wanted))) <> UPPER(wanted) THEN
-                RAISE_APPLICATION_ERROR(-20034, 'nnsql_admin.activate: ' || p_package || '.entry_ddl does not '
-                    || 'replace the entry package ' || p_model || '; nothing changed');
-            END IF;
-            EXECUTE IMMEDIATE ddl;
-        END LOOP;
+        EXECUTE IMMEDIATE 'BEGIN :ddl := ' || p_package || '.entry_ddl(:part); END;' USING OUT ddl, IN p_part;
+        wanted := 'CREATE OR REPLACE PACKAGE ' || CASE WHEN p_part = 2 THEN 'BODY ' END
+            || REPLACE(p_entry, '"') || ' ';
+        IF UPPER(SUBSTR(ddl, 1, LENGTH(wanted))) <> wanted THEN
+            RAISE_APPLICATION_ERROR(-20034, 'nnsql_admin.activate: ' || p_package || '.entry_ddl does not '
+                || 'replace the entry package ' || p_entry || '; nothing changed');
+        END IF;
+        RETURN ddl;
+    END entry_statement;
+
+    -- The switch: the entry package's specification and body replaced by the version's, both read and
+    -- checked before either runs (each is one atomic DDL statement).
+    PROCEDURE switch_entry(p_package IN VARCHAR2, p_entry IN VARCHAR2) IS
+        spec VARCHAR2(32767) := entry_statement(p_package, p_entry, 1);
+        body VARCHAR2(32767) := entry_statement(p_package, p_entry, 2);
+    BEGIN
+        EXECUTE IMMEDIATE spec;
+        EXECUTE IMMEDIATE body;
     END switch_entry;
 
     PROCEDURE activate(p_model IN VARCHAR2, p_version IN NUMBER) IS
-        unit  VARCHAR2(200);
+        entry VARCHAR2(32767) := identifier(p_model);  -- a hostile name stops here, before anything reads it
+        unit  VARCHAR2(32767);
         found PLS_INTEGER;
     BEGIN
-        require_name(p_model);  -- a hostile name stops here, before anything reads it
         SELECT COUNT(*) INTO found FROM nnsql_models WHERE name = p_model AND version = p_version;
         IF found = 0 THEN
             RAISE_APPLICATION_ERROR(-20031, 'nnsql_admin.activate: ' || p_model || ' has no version '
@@ -74,7 +78,7 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
                 || found || ' compilation error(s): SELECT * FROM user_errors); nothing changed');
         END IF;
         check_version(identifier(unit), unit);
-        switch_entry(identifier(unit), p_model);
+        switch_entry(identifier(unit), entry);
         UPDATE nnsql_models SET active = 'N' WHERE name = p_model;
         UPDATE nnsql_models SET active = 'Y' WHERE name = p_model AND version = p_version;
         COMMIT;

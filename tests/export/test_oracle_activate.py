@@ -18,14 +18,22 @@ from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
 from tests.export.test_oracle_plsql import RELU_LOOP, relu_model
 
-pytestmark = pytest.mark.oracle
+# Keras warns that Flatten drops the recurrent layer's mask (the helpers model), which nothing after it reads.
+pytestmark = [
+    pytest.mark.oracle,
+    pytest.mark.filterwarnings("ignore:Layer .* was passed an input with a mask"),
+]
 
 ADMIN = Path(__file__).parents[2] / "sql" / "oracle" / "admin.sql"
 
 
+ROWS = np.random.default_rng(8).random((6, 8), dtype=np.float32)  # what the tests score
+
+
 @pytest.fixture(scope="module")
-def versions(tmp_path_factory) -> tuple[Path, dict[int, keras.Model]]:
-    """mnist version 1 (the relu model) and version 2 (the same layers, other weights), as scripts."""
+def versions(tmp_path_factory) -> tuple[Path, dict[int, np.ndarray]]:
+    """mnist version 1 (the relu model) and version 2 (the same layers, other weights), as scripts; what
+    each version's Keras model predicts for ROWS."""
     directory = tmp_path_factory.mktemp("activate")
     retrained = relu_model()
     generator = np.random.default_rng(21)
@@ -36,7 +44,7 @@ def versions(tmp_path_factory) -> tuple[Path, dict[int, keras.Model]]:
         path = models.save(model, directory / f"model_v{version}")
         args = ["--model", str(path), "--name", "mnist", "--script-only", str(directory / f"v{version}")]
         assert export_oracle([*args, "--quiet", "--sample-rows", "50", "--script-version", str(version)]) == 0
-    return directory, kept
+    return directory, {version: model.predict(ROWS, verbose=0) for version, model in kept.items()}
 
 
 @pytest.fixture
@@ -63,10 +71,10 @@ def flags(session: Session) -> list[tuple[int, str]]:
     return [(row["VERSION"], row["ACTIVE"]) for row in session.store.tables["NNSQL_MODELS"].rows]
 
 
-def scores_like(session: Session, model: keras.Model) -> bool:
-    x = np.random.default_rng(8).random((6, 8), dtype=np.float32)
-    actual = np.array([session.call("mnist", "predict", row) for row in x])
-    return bool(np.abs(actual - model.predict(x, verbose=0)).max() <= 1e-5)  # float32 parity
+def scores_like(session: Session, predicted: np.ndarray) -> bool:
+    """The entry package mnist answers ROWS as the Keras model that `predicted` them."""
+    actual = np.array([session.call("mnist", "predict", row) for row in ROWS])
+    return bool(np.abs(actual - predicted).max() <= 1e-5)  # float32 parity
 
 
 def refused(session: Session, model: str, version: object) -> PlsqlError:
@@ -161,5 +169,110 @@ def test_what_is_not_there_or_not_a_name_is_refused_in_one_line(session, version
     error = refused(session, model, version)
     assert error.code == code and error.message.startswith("nnsql_admin.activate: ")
     assert "\n" not in error.message and "nothing changed" in error.message
+    assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
+    assert flags(session) == [(1, "N"), (2, "Y")]
+
+
+def test_a_version_that_kept_no_answer_check_is_refused(session, versions):
+    """Rows deleted (or a version published before they were kept): nothing proves it, nothing changes."""
+    _, kept = versions
+    run(session, "BEGIN DELETE FROM nnsql_check_rows WHERE model = 'mnist' AND version = 1; END;")
+    error = refused(session, "mnist", 1)
+    assert error.code == -20013 and "keeps no answer check" in error.message
+    assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
+
+
+def multilabel_model() -> keras.Model:
+    inputs = keras.Input((5,), name="features")
+    outputs = keras.layers.Dense(3, activation="sigmoid", name="tags")(inputs)
+    model = keras.Model(inputs, outputs)
+    generator = np.random.default_rng(13)
+    for weight in model.weights:
+        weight.assign(generator.normal(0, 1.5, size=tuple(weight.shape)).astype(np.float32))
+    return model
+
+
+@pytest.mark.parametrize(
+    ("build", "options"),
+    [
+        ("helpers", []),  # three inputs (an image, tokens, a sequence) kept one after the other per row
+        ("multilabel", ["--output", "multilabel", "--classes", "red", "green", "blue"]),  # labels()
+    ],
+)
+def test_each_input_and_answer_is_read_back_from_the_kept_rows(tmp_path, build, options):
+    """A version activated again passes its own check only if check_stored splits the kept inputs as
+    predict takes them and compares each answer its kind offers; a changed answer is named."""
+    from tests.export.test_oracle_plsql import helpers_model
+
+    model = helpers_model() if build == "helpers" else multilabel_model()
+    path = models.save(model, tmp_path / "model")
+    args = ["--model", str(path), "--name", "tagged", "--script-only", str(tmp_path / "scripts")]
+    assert export_oracle([*args, "--quiet", "--sample-rows", "50", *options]) == 0
+    session = Session()
+    session.run_script(tmp_path / "scripts" / "install.sql")
+    activate(session, "tagged", 1)
+    assert [(row["VERSION"], row["ACTIVE"]) for row in session.store.tables["NNSQL_MODELS"].rows] == [
+        (1, "Y")
+    ]
+    rows = session.store.tables["NNSQL_CHECK_ROWS"].rows
+    column, function = ("LABELS", "labels") if build == "multilabel" else ("SCORE", "score")
+    row = next(row for row in rows if row[column] is not None)
+    wrong = "'[none]'" if build == "multilabel" else str((int(row["SCORE"]) + 1) % 3)
+    run(
+        session,
+        f"BEGIN UPDATE nnsql_check_rows SET {column.lower()} = {wrong} WHERE row_no = {row['ROW_NO']}; END;",
+    )
+    error = refused(session, "tagged", 1)
+    assert error.code == -20010 and f"({function} on row {row['ROW_NO']})" in error.message
+
+
+def run_function(text: str) -> object:
+    session = Session()
+    session.run_script(Path("assert.sql"), f"VARIABLE r VARCHAR2(100)\nBEGIN :r := {text}; END;\n/\n")
+    return session.binds["R"]
+
+
+@pytest.mark.parametrize(
+    ("call", "answer"),
+    [
+        ("DBMS_ASSERT.SIMPLE_SQL_NAME('mnist_v1')", "mnist_v1"),
+        ("DBMS_ASSERT.SIMPLE_SQL_NAME('  a$b#1  ')", "  a$b#1  "),  # white space around it is allowed
+        ('DBMS_ASSERT.SIMPLE_SQL_NAME(\'"a name with "" inside"\')', '"a name with "" inside"'),
+        ("DBMS_ASSERT.ENQUOTE_NAME('mnist_v1')", '"MNIST_V1"'),
+        ("DBMS_ASSERT.ENQUOTE_NAME('mnist_v1', FALSE)", '"mnist_v1"'),
+        ("DBMS_ASSERT.ENQUOTE_NAME('\"Mixed\"')", '"Mixed"'),  # quoted already: as it is
+    ],
+)
+def test_dbms_assert_answers_as_oracle_documents(call, answer):
+    assert run_function(call) == answer
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "DBMS_ASSERT.SIMPLE_SQL_NAME('1mnist')",
+        "DBMS_ASSERT.SIMPLE_SQL_NAME('mnist; DROP TABLE t')",
+        "DBMS_ASSERT.SIMPLE_SQL_NAME('a.b')",
+        'DBMS_ASSERT.SIMPLE_SQL_NAME(\'"a"b"\')',
+        "DBMS_ASSERT.SIMPLE_SQL_NAME('')",
+        "DBMS_ASSERT.ENQUOTE_NAME('a\"b')",
+    ],
+)
+def test_dbms_assert_refuses_what_is_not_a_simple_name(call):
+    with pytest.raises(PlsqlError) as error:
+        run_function(call)
+    assert error.value.code == -44003
+
+
+def test_a_version_whose_entry_text_names_another_package_is_refused(session, versions):
+    """mnist_v1 changed to hand out a body for another package: neither statement runs."""
+    directory, kept = versions
+    package = (directory / "v1" / "03_package_v1.sql").read_text()
+    header = "RETURN 'CREATE OR REPLACE PACKAGE BODY mnist AS"
+    assert package.count(header) == 1
+    session.run_script(Path("other.sql"), package.replace(header, header.replace("mnist AS", "other AS")))
+    error = refused(session, "mnist", 1)
+    assert error.code == -20034 and "does not replace the entry package" in error.message
+    assert "OTHER" not in session.packages
     assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
     assert flags(session) == [(1, "N"), (2, "Y")]

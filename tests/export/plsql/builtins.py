@@ -153,6 +153,9 @@ FUNCTIONS: dict[str, Callable] = {
     "TO_BINARY_FLOAT": to_binary(F32),
     "TO_CHAR": to_char_call,
     "SUBSTR": substr,
+    "REPLACE": lambda s, old, new=None: (
+        None if s is None else (s.replace(old, new or "") if old else s) or None
+    ),
     "LENGTH": lambda s: None if s is None or to_char(s) == "" else len(str(to_char(s))),
     "UPPER": lambda s: None if s is None else str(to_char(s)).upper(),
     "LOWER": lambda s: None if s is None else str(to_char(s)).lower(),
