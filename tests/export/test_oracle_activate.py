@@ -62,9 +62,9 @@ def run(session: Session, text: str) -> None:
 
 
 def activate(session: Session, model: str, version: object) -> None:
-    """What the DBA types in SQL*Plus (EXEC is BEGIN ... END;), the name as a SQL literal."""
+    """What the DBA types in SQL*Plus, the name as a SQL literal."""
     quoted = "'" + model.replace("'", "''") + "'"
-    run(session, f"BEGIN nnsql_admin.activate({quoted}, {version}); END;")
+    session.run_script(Path("dba.sql"), f"EXEC nnsql_admin.activate({quoted}, {version})\n")
 
 
 def flags(session: Session) -> list[tuple[int, str]]:

@@ -74,6 +74,9 @@ class Session:
                 self.binds[words[1].upper()] = None
             elif text.startswith("@"):
                 self.run_script(directory / text.lstrip("@"))
+            elif words[0].upper() in ("EXEC", "EXECUTE"):  # SQL*Plus runs it as BEGIN statement; END;
+                statement = text.split(None, 1)[1].rstrip().rstrip(";")
+                self.run_parsed(parse_unit(f"BEGIN {statement}; END;"))
             return
         if kind == "sql" and (found := ALTER_NUMERIC_CHARACTERS.match(text)):
             self.numeric_characters = found[1]
