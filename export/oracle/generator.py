@@ -39,7 +39,7 @@ ORACLE_RESERVED = frozenset(
     for line in (SQL_DIR / "reserved_words.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 )
-MAX_LITERAL = 32_767  # bytes of a PL/SQL string literal (entry_ddl returns the entry package's text)
+LITERAL_CHARACTERS = 8_000  # per literal of entry_ddl's text: within PL/SQL's 32,767 bytes in any charset
 MAX_NAME = 25  # leaves room for "_v<version>" within Oracle's 30-byte names of older releases
 
 
@@ -293,19 +293,18 @@ class OracleGenerator(ProceduralGenerator):
 
 def entry_literal(script: str) -> str:
     """One statement of the entry package (its script's text without the comment lines that lead it and
-    the SQL*Plus terminator) as a PL/SQL string literal, which EXECUTE IMMEDIATE runs."""
+    the SQL*Plus terminator) as a PL/SQL CLOB expression, which EXECUTE IMMEDIATE runs: string literals of
+    at most LITERAL_CHARACTERS joined, so that a model of many outputs fits too."""
     lines = script.strip().splitlines()
     while lines and lines[0].startswith("--"):
         lines.pop(0)
     if lines and lines[-1].strip() == "/":
         lines.pop()
-    text = literal("\n".join(lines))
-    if len(text.encode()) > MAX_LITERAL:
-        raise ExportError(
-            f"the entry package's text is {len(text.encode())} bytes, over PL/SQL's {MAX_LITERAL} for a "
-            "string literal: too many outputs to activate from SQL"
-        )
-    return text
+    text = "\n".join(lines)
+    pieces = [
+        literal(text[start : start + LITERAL_CHARACTERS]) for start in range(0, len(text), LITERAL_CHARACTERS)
+    ]
+    return " ||\n            ".join([f"TO_CLOB({pieces[0]})", *pieces[1:]])
 
 
 def check_weights_finite(graph: ir.Graph) -> None:

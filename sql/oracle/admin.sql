@@ -36,8 +36,8 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
     -- One statement of the text the version generated for the entry package (p_entry, as identifier
     -- quotes it): 1, its specification; 2, its body. Refused unless it replaces that package.
     FUNCTION entry_statement(p_package IN VARCHAR2, p_entry IN VARCHAR2, p_part IN PLS_INTEGER)
-        RETURN VARCHAR2 IS
-        ddl    VARCHAR2(32767);
+        RETURN CLOB IS
+        ddl    CLOB;
         wanted VARCHAR2(32767);
     BEGIN
         EXECUTE IMMEDIATE 'BEGIN :ddl := ' || p_package || '.entry_ddl(:part); END;' USING OUT ddl, IN p_part;
@@ -53,8 +53,8 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
     -- The switch: the entry package's specification and body replaced by the version's, both read and
     -- checked before either runs (each is one atomic DDL statement).
     PROCEDURE switch_entry(p_package IN VARCHAR2, p_entry IN VARCHAR2) IS
-        spec VARCHAR2(32767) := entry_statement(p_package, p_entry, 1);
-        body VARCHAR2(32767) := entry_statement(p_package, p_entry, 2);
+        spec CLOB := entry_statement(p_package, p_entry, 1);
+        body CLOB := entry_statement(p_package, p_entry, 2);
     BEGIN
         EXECUTE IMMEDIATE spec;
         EXECUTE IMMEDIATE body;

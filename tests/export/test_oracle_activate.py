@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from nnsql.export.oracle.__main__ import main as export_oracle
+from nnsql.export.oracle.generator import entry_literal
 from tests import models
 from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
@@ -268,7 +269,7 @@ def test_a_version_whose_entry_text_names_another_package_is_refused(session, ve
     """mnist_v1 changed to hand out a body for another package: neither statement runs."""
     directory, kept = versions
     package = (directory / "v1" / "03_package_v1.sql").read_text()
-    header = "RETURN 'CREATE OR REPLACE PACKAGE BODY mnist AS"
+    header = "RETURN TO_CLOB('CREATE OR REPLACE PACKAGE BODY mnist AS"
     assert package.count(header) == 1
     session.run_script(Path("other.sql"), package.replace(header, header.replace("mnist AS", "other AS")))
     error = refused(session, "mnist", 1)
@@ -276,3 +277,13 @@ def test_a_version_whose_entry_text_names_another_package_is_refused(session, ve
     assert "OTHER" not in session.packages
     assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
     assert flags(session) == [(1, "N"), (2, "Y")]
+
+
+def test_the_entry_text_comes_back_whole_from_literals_of_bounded_size():
+    """A model of many outputs has an entry package longer than one PL/SQL string literal may be: the
+    pieces joined give the statement back, quotes and line breaks included."""
+    statement = "\n".join(f"    -- output {i}: it''s 'quoted'" for i in range(600))
+    script = f"-- a leading comment\nCREATE OR REPLACE PACKAGE BODY m AS\n{statement}\nEND m;\n/\n"
+    expression = entry_literal(script)
+    assert expression.count(" ||") >= 2  # three literals at least
+    assert run_function(expression) == f"CREATE OR REPLACE PACKAGE BODY m AS\n{statement}\nEND m;"

@@ -10,7 +10,7 @@ CREATE OR REPLACE PACKAGE tiny_v3 AUTHID DEFINER AS
     FUNCTION label(features IN UTL_NLA_ARRAY_FLT) RETURN VARCHAR2 DETERMINISTIC;
     FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC;
     PROCEDURE check_stored;
-    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN VARCHAR2;
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB;
 END tiny_v3;
 /
 CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
@@ -427,10 +427,10 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
 
     -- The statements that make the entry package tiny run this version (nnsql_admin.activate runs
     -- them once check_stored passed): 1, its specification; 2, its body.
-    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN VARCHAR2 IS
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB IS
     BEGIN
         IF p_part = 1 THEN
-            RETURN 'CREATE OR REPLACE PACKAGE tiny AUTHID DEFINER AS
+            RETURN TO_CLOB('CREATE OR REPLACE PACKAGE tiny AUTHID DEFINER AS
     FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
     FUNCTION predict_proba(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
     FUNCTION predict_logits(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
@@ -442,9 +442,9 @@ CREATE OR REPLACE PACKAGE BODY tiny_v3 AS
     -- CERN''s `exec mnist.init` loaded the weights into package state; here they live in the version
     -- package already, so init is kept for scripts that call it and changes nothing.
     PROCEDURE init;
-END tiny;';
+END tiny;');
         END IF;
-        RETURN 'CREATE OR REPLACE PACKAGE BODY tiny AS
+        RETURN TO_CLOB('CREATE OR REPLACE PACKAGE BODY tiny AS
     FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC IS
         PRAGMA UDF;
     BEGIN
@@ -512,7 +512,7 @@ END tiny;';
     BEGIN
         NULL;
     END init;
-END tiny;';
+END tiny;');
     END entry_ddl;
 
 END tiny_v3;

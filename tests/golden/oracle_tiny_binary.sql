@@ -10,7 +10,7 @@ CREATE OR REPLACE PACKAGE sig_v1 AUTHID DEFINER AS
     FUNCTION label(features IN UTL_NLA_ARRAY_FLT) RETURN VARCHAR2 DETERMINISTIC;
     FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC;
     PROCEDURE check_stored;
-    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN VARCHAR2;
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB;
 END sig_v1;
 /
 CREATE OR REPLACE PACKAGE BODY sig_v1 AS
@@ -421,10 +421,10 @@ CREATE OR REPLACE PACKAGE BODY sig_v1 AS
 
     -- The statements that make the entry package sig run this version (nnsql_admin.activate runs
     -- them once check_stored passed): 1, its specification; 2, its body.
-    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN VARCHAR2 IS
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB IS
     BEGIN
         IF p_part = 1 THEN
-            RETURN 'CREATE OR REPLACE PACKAGE sig AUTHID DEFINER AS
+            RETURN TO_CLOB('CREATE OR REPLACE PACKAGE sig AUTHID DEFINER AS
     FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
     FUNCTION predict_proba(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
     FUNCTION predict_logits(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
@@ -436,9 +436,9 @@ CREATE OR REPLACE PACKAGE BODY sig_v1 AS
     -- CERN''s `exec mnist.init` loaded the weights into package state; here they live in the version
     -- package already, so init is kept for scripts that call it and changes nothing.
     PROCEDURE init;
-END sig;';
+END sig;');
         END IF;
-        RETURN 'CREATE OR REPLACE PACKAGE BODY sig AS
+        RETURN TO_CLOB('CREATE OR REPLACE PACKAGE BODY sig AS
     FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC IS
         PRAGMA UDF;
     BEGIN
@@ -506,7 +506,7 @@ END sig;';
     BEGIN
         NULL;
     END init;
-END sig;';
+END sig;');
     END entry_ddl;
 
 END sig_v1;

@@ -153,6 +153,7 @@ FUNCTIONS: dict[str, Callable] = {
     "TO_BINARY_FLOAT": to_binary(F32),
     "TO_CHAR": to_char_call,
     "SUBSTR": substr,
+    "TO_CLOB": lambda s: None if s is None else str(to_char(s)),
     "REPLACE": lambda s, old, new=None: (
         None if s is None else (s.replace(old, new or "") if old else s) or None
     ),
