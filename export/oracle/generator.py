@@ -28,6 +28,7 @@ from ..ir import graph as ir
 from ..names import check_model_name
 from ..publish import parity
 from ..target import Capabilities, emitted_kinds, register
+from .literals import entry_literal
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -39,7 +40,6 @@ ORACLE_RESERVED = frozenset(
     for line in (SQL_DIR / "reserved_words.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 )
-LITERAL_CHARACTERS = 8_000  # per literal of entry_ddl's text: within PL/SQL's 32,767 bytes in any charset
 MAX_NAME = 25  # leaves room for "_v<version>" within Oracle's 30-byte names of older releases
 
 
@@ -289,22 +289,6 @@ class OracleGenerator(ProceduralGenerator):
 
     def dispatch_body(self) -> str:
         return self.render("dispatch_body.sql.j2")
-
-
-def entry_literal(script: str) -> str:
-    """One statement of the entry package (its script's text without the comment lines that lead it and
-    the SQL*Plus terminator) as a PL/SQL CLOB expression, which EXECUTE IMMEDIATE runs: string literals of
-    at most LITERAL_CHARACTERS joined, so that a model of many outputs fits too."""
-    lines = script.strip().splitlines()
-    while lines and lines[0].startswith("--"):
-        lines.pop(0)
-    if lines and lines[-1].strip() == "/":
-        lines.pop()
-    text = "\n".join(lines)
-    pieces = [
-        literal(text[start : start + LITERAL_CHARACTERS]) for start in range(0, len(text), LITERAL_CHARACTERS)
-    ]
-    return " ||\n            ".join([f"TO_CLOB({pieces[0]})", *pieces[1:]])
 
 
 def check_weights_finite(graph: ir.Graph) -> None:

@@ -27,29 +27,14 @@ from ..ir import kinds
 from ..publish import parity
 from ..publish.pipeline import ExportRequest, Prepared, input_spec_json, output_columns
 from .generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
+from .kept_check import check_rows
+from .literals import APPEND as APPEND  # the ONNX engine's scripts append with it too
+from .literals import array_calls, double_literal, doubles
 
-VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
 VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
 AT_SCALE_ROWS = 6  # of which rows at scale (export/publish/samples.py), when the samples have them
 HEADER = "WHENEVER SQLERROR EXIT FAILURE ROLLBACK\nSET DEFINE OFF\n"
-
-
-def float_literal(value: float) -> str:
-    """A BINARY_FLOAT literal that round-trips float32 exactly (9 significant digits)."""
-    return "0f" if value == 0 else f"{float(value):.9g}f"
-
-
-def array_calls(values: np.ndarray, target: str) -> Iterator[str]:
-    for start in range(0, len(values), VALUES_PER_CALL):
-        items = ", ".join(float_literal(v) for v in values[start : start + VALUES_PER_CALL])
-        yield f"    append({target}, UTL_NLA_ARRAY_FLT({items}));"
-
-
-APPEND = """    PROCEDURE append(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_values IN UTL_NLA_ARRAY_FLT) IS
-    BEGIN
-        FOR i IN 1 .. p_values.COUNT LOOP p_target.EXTEND; p_target(p_target.COUNT) := p_values(i); END LOOP;
-    END append;"""
 
 
 def tensor_blocks(name: str, version: int, chunk: StoredChunk) -> Iterator[str]:
@@ -86,11 +71,6 @@ def tensors_script(prepared: Prepared, name: str, version: int, progress: bool =
             bar.update(chunk.values.size)
     parts.append("COMMIT;\n")
     return "\n".join(parts)
-
-
-def double_literal(value: float) -> str:
-    """A BINARY_DOUBLE literal; NaN (a fully masked average's) as PL/SQL's constant."""
-    return "BINARY_DOUBLE_NAN" if np.isnan(value) else f"{float(value)!r}d"
 
 
 def rows_block(
@@ -138,64 +118,6 @@ def rows_block(
     return "\n".join(lines)
 
 
-ANSWER_COLUMNS = (
-    "score",
-    "label",
-    "labels",
-    "predict_proba",
-)  # nnsql_check_rows: score, label, labels, proba
-INSERT_CHECK_ROW = (
-    "    INSERT INTO nnsql_check_rows (model, version, row_no, inputs, expected, allowed, tie, score, label, "
-    "labels, proba)\n    VALUES ({values});"
-)
-
-
-def check_rows(
-    name: str,
-    version: int,
-    graph: ir.Graph,
-    inputs: list[np.ndarray],
-    expected: np.ndarray,
-    allowed: np.ndarray,
-) -> list[str]:
-    """The answer check kept for activating the version later (nnsql_check_rows, read by the version's
-    check_stored): one PL/SQL block per sample row with its inputs (every input's values one after the
-    other), expected values, tolerance and tie margin as rows_block checks them, and the answers a Keras
-    user reads (NULL where the row is a near-tie)."""
-    first, several = graph.first_size, bool(graph.outputs)
-    ties = parity.tie_margins(expected[:, :first], allowed)
-    answers = kinds.keras_answers(
-        graph.kind, expected[:, :first], graph.classes, ties, several_outputs=several
-    )
-    asked = parity.questions(graph.kind, several_outputs=several)
-    key = f"model = {literal(name)} AND version = {version}"
-    blocks = [f"BEGIN\n    DELETE FROM nnsql_check_rows WHERE {key};\nEND;"]
-    for row in range(len(expected)):
-        values = np.concatenate([np.asarray(x[row], np.float32).ravel() for x in inputs])
-        kept = [
-            stored_answer(f, answers.answers[f][row])
-            if f in asked and not answers.undecided[f][row]
-            else "NULL"
-            for f in ANSWER_COLUMNS
-        ]
-        fields = [literal(name), str(version), str(row + 1), "v", doubles(expected[row])]
-        fields += [double_literal(allowed[row]), double_literal(ties[row]), *kept]
-        body = "\n".join(array_calls(values, "v"))
-        insert = INSERT_CHECK_ROW.format(values=", ".join(fields))
-        declare = f"DECLARE\n    v UTL_NLA_ARRAY_FLT := UTL_NLA_ARRAY_FLT();\n{APPEND}"
-        blocks.append(f"{declare}\nBEGIN\n{body}\n{insert}\nEND;")
-    return blocks
-
-
-def stored_answer(function: str, answer: Any) -> str:
-    """A Keras user's answer as nnsql_check_rows keeps it: labels as [first|second|...]."""
-    if function == "predict_proba":
-        return doubles(answer)
-    if function == "labels":
-        return literal("[" + "|".join(map(str, answer)) + "]")
-    return literal(str(answer)) if function == "label" else str(int(answer))
-
-
 def check_rows_script(request: ExportRequest, prepared: Prepared, version: int) -> str:
     """The rows verify-and-switch checks, kept for `EXEC nnsql_admin.activate(name, version)`."""
     chosen = verify_rows(prepared)
@@ -237,10 +159,6 @@ def verify_rows(prepared: Prepared) -> np.ndarray:
         scaled = scaled[np.linspace(0, len(scaled) - 1, AT_SCALE_ROWS).round().astype(int)]
     ordinary = np.flatnonzero(~at_scale)[: VERIFY_ROWS - len(scaled)]
     return np.concatenate([ordinary, scaled]).astype(int)
-
-
-def doubles(values: Iterable[float]) -> str:
-    return f"UTL_NLA_ARRAY_DBL({', '.join(double_literal(v) for v in values)})"
 
 
 def answer_condition(function: str, call: str, expected: object, tolerance: float) -> str:

@@ -27,7 +27,8 @@ from ..publish.pipeline import VersionRecord
 from ..publish.store import RegistryStore
 from ..registry.checks import StoredCheck
 from .generator import OracleGenerator, stored_chunks
-from .script import check_rows, schema_script
+from .kept_check import check_rows
+from .script import schema_script
 
 DSN_FORM = re.compile(
     r"(?P<user>[A-Za-z][\w$#]*)@(?P<host>[\w.-]+)(?::(?P<port>\d+))?/(?P<service>[\w.$#-]+)"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nnsql.export.oracle.__main__ import main as export_oracle
-from nnsql.export.oracle.generator import entry_literal
+from nnsql.export.oracle.literals import entry_literal
 from tests import models
 from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
