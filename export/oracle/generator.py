@@ -26,7 +26,9 @@ from ..errors import ExportError, InvalidName
 from ..ir import activations, kinds
 from ..ir import graph as ir
 from ..names import check_model_name
+from ..publish import parity
 from ..target import Capabilities, emitted_kinds, register
+from .literals import entry_literal
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -274,7 +276,22 @@ class OracleGenerator(ProceduralGenerator):
         return render_template(TEMPLATES, template, self.context())
 
     def version_package(self) -> str:
-        return self.render("version_package.sql.j2")
+        """The version's package: the network, the functions users query, and what activating it later
+        from SQL runs (check_stored, entry_ddl; plsql/check_stored.sql.j2)."""
+        context = self.context()
+        sizes = [int(np.prod(spec.shape)) for spec in self.graph.inputs]
+        starts = np.cumsum([1, *sizes[:-1]])
+        context.update(
+            input_slices=[
+                (f"nn_x{i}", int(start), size)
+                for i, (start, size) in enumerate(zip(starts, sizes, strict=True))
+            ],
+            check_arguments=", ".join(f"nn_x{i}" for i in range(len(sizes))),
+            stored_questions=parity.questions(self.graph.kind, several_outputs=bool(self.graph.outputs)),
+            entry_spec=entry_literal(self.dispatch_spec()),
+            entry_body=entry_literal(self.dispatch_body()),
+        )
+        return render_template(TEMPLATES, "version_package.sql.j2", context)
 
     def dispatch_spec(self) -> str:
         return self.render("dispatch_package.sql.j2")

@@ -1,9 +1,11 @@
 """`--script-only`: everything an Oracle export does, as SQL*Plus / SQLcl scripts a DBA can review and run.
 
-DIR/install.sql runs, in order: 01_schema.sql (tables, types), 02_tensors_vN.sql (the weights as PL/SQL
-blocks), 03_package_vN.sql (the version's package), 04_verify_and_switch_vN.sql (scores sample rows in the
-database, compares with TensorFlow's probabilities embedded in the script, records the figures and only
-then switches the model's entry package), and optionally 05_testdata.sql. 00_privileges.sql is for the DBA;
+DIR/install.sql runs, in order: 01_schema.sql (tables, types, nnsql_admin), 02_tensors_vN.sql (the weights
+as PL/SQL blocks), 02_check_rows_vN.sql (the answer check kept for activating the version again from SQL:
+`EXEC nnsql_admin.activate('NAME', N)`), 03_package_vN.sql (the version's package),
+04_verify_and_switch_vN.sql (scores sample rows in the database, compares with TensorFlow's probabilities
+embedded in the script, records the figures and only then switches the model's entry package), and
+optionally 05_testdata.sql. 00_privileges.sql is for the DBA;
 activate_vN.sql makes version N the active one again later (a roll back or forward): the same check on the
 same rows, then the same switch.
 """
@@ -25,29 +27,14 @@ from ..ir import kinds
 from ..publish import parity
 from ..publish.pipeline import ExportRequest, Prepared, input_spec_json, output_columns
 from .generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_chunks
+from .kept_check import check_rows
+from .literals import APPEND as APPEND  # the ONNX engine's scripts append with it too
+from .literals import array_calls, double_literal, doubles
 
-VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
 VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
 AT_SCALE_ROWS = 6  # of which rows at scale (export/publish/samples.py), when the samples have them
 HEADER = "WHENEVER SQLERROR EXIT FAILURE ROLLBACK\nSET DEFINE OFF\n"
-
-
-def float_literal(value: float) -> str:
-    """A BINARY_FLOAT literal that round-trips float32 exactly (9 significant digits)."""
-    return "0f" if value == 0 else f"{float(value):.9g}f"
-
-
-def array_calls(values: np.ndarray, target: str) -> Iterator[str]:
-    for start in range(0, len(values), VALUES_PER_CALL):
-        items = ", ".join(float_literal(v) for v in values[start : start + VALUES_PER_CALL])
-        yield f"    append({target}, UTL_NLA_ARRAY_FLT({items}));"
-
-
-APPEND = """    PROCEDURE append(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_values IN UTL_NLA_ARRAY_FLT) IS
-    BEGIN
-        FOR i IN 1 .. p_values.COUNT LOOP p_target.EXTEND; p_target(p_target.COUNT) := p_values(i); END LOOP;
-    END append;"""
 
 
 def tensor_blocks(name: str, version: int, chunk: StoredChunk) -> Iterator[str]:
@@ -84,11 +71,6 @@ def tensors_script(prepared: Prepared, name: str, version: int, progress: bool =
             bar.update(chunk.values.size)
     parts.append("COMMIT;\n")
     return "\n".join(parts)
-
-
-def double_literal(value: float) -> str:
-    """A BINARY_DOUBLE literal; NaN (a fully masked average's) as PL/SQL's constant."""
-    return "BINARY_DOUBLE_NAN" if np.isnan(value) else f"{float(value)!r}d"
 
 
 def rows_block(
@@ -136,6 +118,21 @@ def rows_block(
     return "\n".join(lines)
 
 
+def check_rows_script(request: ExportRequest, prepared: Prepared, version: int) -> str:
+    """The rows verify-and-switch checks, kept for `EXEC nnsql_admin.activate(name, version)`."""
+    chosen = verify_rows(prepared)
+    inputs = [prepared.samples.inputs[spec.name][chosen] for spec in prepared.graph.inputs]
+    expected, allowed = prepared.gate.expected(chosen), row_tolerances(prepared)[chosen]
+    blocks = check_rows(request.name, version, prepared.graph, inputs, expected, allowed)
+    header = f"-- The answer check of {request.name} version {version}, kept for activating it again later."
+    return "\n".join([HEADER, header, *(block + "\n/" for block in blocks), "COMMIT;\n"])
+
+
+def schema_script() -> str:
+    """The tables and types, then nnsql_admin (what a DBA calls to activate a version from SQL)."""
+    return (SQL_DIR / "schema.sql").read_text() + (SQL_DIR / "admin.sql").read_text()
+
+
 def check_declarations(inputs: int, first_columns: int) -> str:
     """The verify block's own variables: the input arrays, and check_row's per-column figures."""
     lines = [f"    x{i} UTL_NLA_ARRAY_FLT;" for i in range(inputs)]
@@ -162,10 +159,6 @@ def verify_rows(prepared: Prepared) -> np.ndarray:
         scaled = scaled[np.linspace(0, len(scaled) - 1, AT_SCALE_ROWS).round().astype(int)]
     ordinary = np.flatnonzero(~at_scale)[: VERIFY_ROWS - len(scaled)]
     return np.concatenate([ordinary, scaled]).astype(int)
-
-
-def doubles(values: Iterable[float]) -> str:
-    return f"UTL_NLA_ARRAY_DBL({', '.join(double_literal(v) for v in values)})"
 
 
 def answer_condition(function: str, call: str, expected: object, tolerance: float) -> str:
@@ -292,8 +285,9 @@ def write_scripts(
     generator = OracleGenerator(prepared.graph, request.name, version)
     files: dict[str, str] = {
         "00_privileges.sql": privileges_script(request.name),
-        "01_schema.sql": HEADER + (SQL_DIR / "schema.sql").read_text(),
+        "01_schema.sql": HEADER + schema_script(),
         f"02_tensors_v{version}.sql": tensors_script(prepared, request.name, version, progress),
+        f"02_check_rows_v{version}.sql": check_rows_script(request, prepared, version),
         f"03_package_v{version}.sql": HEADER
         + generator.version_package()
         + check_compiled(generator.package),

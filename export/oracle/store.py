@@ -25,7 +25,10 @@ from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.pipeline import VersionRecord
 from ..publish.store import RegistryStore
-from .generator import SQL_DIR, OracleGenerator, stored_chunks
+from ..registry.checks import StoredCheck
+from .generator import OracleGenerator, stored_chunks
+from .kept_check import check_rows
+from .script import schema_script
 
 DSN_FORM = re.compile(
     r"(?P<user>[A-Za-z][\w$#]*)@(?P<host>[\w.-]+)(?::(?P<port>\d+))?/(?P<service>[\w.$#-]+)"
@@ -145,7 +148,7 @@ class OracleStore(RegistryStore):
     @contextmanager
     def session(self) -> Iterator[None]:
         try:
-            for statement in sql_statements((SQL_DIR / "schema.sql").read_text()):
+            for statement in sql_statements(schema_script()):
                 self.execute(statement)
             yield
             self.con.commit()
@@ -247,6 +250,15 @@ class OracleStore(RegistryStore):
             "UPDATE nnsql_models SET active = CASE WHEN version = :1 THEN 'Y' ELSE 'N' END WHERE name = :2",
             [record.version, record.name],
         )
+
+    def keep(self, record: VersionRecord, check: StoredCheck) -> None:
+        """The rows the gate checked, kept in nnsql_check_rows for `EXEC nnsql_admin.activate(name, N)`:
+        the same blocks the scripts of --script-only run."""
+        assert self.generator is not None
+        inputs = [check.inputs[spec.name] for spec in self.generator.graph.inputs]
+        graph = self.generator.graph
+        for block in check_rows(record.name, record.version, graph, inputs, check.expected, check.allowed):
+            self.execute(block)
 
     def load_test_data(self, name: str, features: np.ndarray, labels: np.ndarray) -> None:
         table = f"{name}_testdata"

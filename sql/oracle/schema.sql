@@ -47,6 +47,29 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
 END;
 /
+-- The answer check each version was published with, kept for activating it again later (nnsql_admin):
+-- per sample row its inputs (every input's values one after the other), what Keras's model.predict
+-- returned (the float64 reference on a row at scale), the row's tolerance and near-tie margin, and the
+-- answers a Keras user reads (NULL where the row is a near-tie, or the kind does not offer the function).
+BEGIN
+    EXECUTE IMMEDIATE q'[
+        CREATE TABLE nnsql_check_rows (
+            model     VARCHAR2(128)      NOT NULL,
+            version   NUMBER(10)         NOT NULL,
+            row_no    NUMBER(10)         NOT NULL,
+            inputs    UTL_NLA_ARRAY_FLT  NOT NULL,
+            expected  UTL_NLA_ARRAY_DBL  NOT NULL,
+            allowed   BINARY_DOUBLE      NOT NULL,
+            tie       BINARY_DOUBLE      NOT NULL,
+            score     NUMBER,
+            label     VARCHAR2(800),
+            labels    VARCHAR2(4000),
+            proba     UTL_NLA_ARRAY_DBL,
+            CONSTRAINT nnsql_check_rows_pk PRIMARY KEY (model, version, row_no)
+        ) VARRAY inputs STORE AS SECUREFILE LOB VARRAY expected STORE AS SECUREFILE LOB]';
+EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
+END;
+/
 BEGIN
     EXECUTE IMMEDIATE q'[CREATE TYPE nnsql_score_row AS OBJECT (id NUMBER, class NUMBER, proba UTL_NLA_ARRAY_FLT)]';
 EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;

@@ -1,6 +1,8 @@
-"""`python -m tests.docs.oracle_rehearsal DIR`: installs the `--script-only` scripts in DIR with the PL/SQL
-interpreter of tests/export/plsql, gate included, as `sql user@db @install.sql` would in Oracle, and prints
-the registry. The docs test runs it where a page's block needs an Oracle server this machine lacks."""
+"""`python -m tests.docs.oracle_rehearsal DIR [LINE ...]`: installs the `--script-only` scripts in DIR with
+the PL/SQL interpreter of tests/export/plsql, gate included, as `sql user@db @install.sql` would in Oracle,
+runs each LINE after it in the same session as SQL*Plus would (`EXEC nnsql_admin.activate('fashion', 1)`),
+and prints the registry. The docs test runs it where a page's block needs an Oracle server this machine
+lacks."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from tests.export.plsql_interpreter import InstalledModel
 
 def main(argv: list[str]) -> int:
     installed = InstalledModel(Path(argv[0]))
+    for line in argv[1:]:
+        installed.session.run_script(Path("rehearsal.sql"), line + "\n")
     for row in installed.session.store.tables["NNSQL_MODELS"].rows:
         print(f"{row['NAME']} version {row['VERSION']} active {row['ACTIVE']}")
     return 0

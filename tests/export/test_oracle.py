@@ -46,6 +46,7 @@ def test_every_script_parses_as_oracle(mnist_scripts, version):
     assert names == [
         "00_privileges.sql",
         "01_schema.sql",
+        "02_check_rows_v1.sql",
         "02_tensors_v1.sql",
         "03_package_v1.sql",
         "04_verify_and_switch_v1.sql",

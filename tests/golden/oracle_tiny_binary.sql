@@ -9,6 +9,8 @@ CREATE OR REPLACE PACKAGE sig_v1 AUTHID DEFINER AS
     FUNCTION score(features IN UTL_NLA_ARRAY_FLT) RETURN NUMBER DETERMINISTIC;
     FUNCTION label(features IN UTL_NLA_ARRAY_FLT) RETURN VARCHAR2 DETERMINISTIC;
     FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC;
+    PROCEDURE check_stored;
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB;
 END sig_v1;
 /
 CREATE OR REPLACE PACKAGE BODY sig_v1 AS
@@ -299,6 +301,225 @@ CREATE OR REPLACE PACKAGE BODY sig_v1 AS
         RAISE_APPLICATION_ERROR(-20020, 'sig gives one class per row (binary): use sig.label(features)');
         RETURN NULL;
     END labels;
+
+    -- The answer check this version was published with, run again on the rows nnsql_check_rows keeps:
+    -- predict against model.predict within each row's tolerance (times |value| where that exceeds 1),
+    -- and what users query (predict_proba, score, label) against a Keras user's answers. Raises
+    -- -20010 on a disagreement, -20013 when no rows were kept; nnsql_admin.activate switches only after it.
+    PROCEDURE check_stored IS
+        nn_x0 UTL_NLA_ARRAY_FLT;
+        kept          PLS_INTEGER;
+        r_inputs      UTL_NLA_ARRAY_FLT;
+        r_expected    UTL_NLA_ARRAY_DBL;
+        r_allowed     BINARY_DOUBLE;
+        r_tie         BINARY_DOUBLE;
+        r_score       NUMBER;
+        r_label       VARCHAR2(800);
+        r_labels      VARCHAR2(4000);
+        r_proba       UTL_NLA_ARRAY_DBL;
+        max_diff      BINARY_DOUBLE := 0;
+        agreements    PLS_INTEGER := 0;  -- counted by check_row; the answers are what is checked
+        rows_over     PLS_INTEGER := 0;
+        checked       PLS_INTEGER := 0;
+        disagreements PLS_INTEGER := 0;
+        first_wrong   VARCHAR2(200);
+        column_diff   UTL_NLA_ARRAY_DBL := UTL_NLA_ARRAY_DBL();
+        column_bound  UTL_NLA_ARRAY_DBL := UTL_NLA_ARRAY_DBL();
+        first_columns CONSTANT PLS_INTEGER := 1;
+
+        -- The largest |actual - expected| of two vectors (of one length; another length is a disagreement).
+        -- An expected NaN (a fully masked average) must be NaN in actual too.
+        FUNCTION gap(p_actual IN UTL_NLA_ARRAY_FLT, p_expected IN UTL_NLA_ARRAY_DBL) RETURN BINARY_DOUBLE IS
+            largest BINARY_DOUBLE := 0;
+        BEGIN
+            IF p_actual IS NULL OR p_actual.COUNT <> p_expected.COUNT THEN RETURN BINARY_DOUBLE_INFINITY; END IF;
+            FOR i IN 1 .. p_expected.COUNT LOOP
+                IF p_expected(i) IS NAN OR p_actual(i) IS NAN THEN
+                    IF NOT (p_expected(i) IS NAN AND p_actual(i) IS NAN) THEN RETURN BINARY_DOUBLE_INFINITY; END IF;
+                ELSE
+                    largest := GREATEST(largest, ABS(TO_BINARY_DOUBLE(p_actual(i)) - p_expected(i)));
+                END IF;
+            END LOOP;
+            RETURN largest;
+        END gap;
+
+        -- p_allowed: the row's tolerance, which bounds each value by its own size: p_allowed where the
+        -- expected value lies in [-1, 1], p_allowed × |value| beyond, so a large value of one output (an
+        -- energy of 5e4) never widens the bound of another's (a probability's stays p_allowed). Each column's
+        -- largest |d| and bound are kept for the record. p_tie: how close two expected values of the first
+        -- output may be for either to count as the class. An expected NaN (every step of a masked average
+        -- masked) must be NaN.
+        PROCEDURE check_row(p_row IN PLS_INTEGER, p_actual IN UTL_NLA_ARRAY_FLT, p_expected IN UTL_NLA_ARRAY_DBL,
+                            p_allowed IN BINARY_DOUBLE, p_tie IN BINARY_DOUBLE) IS
+            best_actual   PLS_INTEGER := 1;
+            best_expected PLS_INTEGER := 1;
+            row_diff      BINARY_DOUBLE := gap(p_actual, p_expected);
+            difference    BINARY_DOUBLE;
+            bound         BINARY_DOUBLE;
+            over          BOOLEAN := FALSE;
+        BEGIN
+            max_diff := GREATEST(max_diff, row_diff);
+            IF row_diff = BINARY_DOUBLE_INFINITY THEN rows_over := rows_over + 1; RETURN; END IF;
+            WHILE column_diff.COUNT < p_expected.COUNT LOOP
+                column_diff.EXTEND; column_diff(column_diff.COUNT) := 0;
+                column_bound.EXTEND; column_bound(column_bound.COUNT) := 0;
+            END LOOP;
+            FOR i IN 1 .. p_expected.COUNT LOOP
+                IF p_expected(i) IS NOT NAN THEN
+                    difference := ABS(TO_BINARY_DOUBLE(p_actual(i)) - p_expected(i));
+                    bound := p_allowed * GREATEST(1.0d, ABS(p_expected(i)));
+                    IF difference > bound THEN over := TRUE; END IF;
+                    column_diff(i) := GREATEST(column_diff(i), difference);
+                    column_bound(i) := GREATEST(column_bound(i), bound);
+                END IF;
+                IF i <= first_columns THEN
+                    IF p_actual(i) > p_actual(best_actual) THEN best_actual := i; END IF;
+                    IF p_expected(i) > p_expected(best_expected) THEN best_expected := i; END IF;
+                END IF;
+            END LOOP;
+            IF over THEN rows_over := rows_over + 1; END IF;
+            IF best_actual = best_expected OR p_expected(best_expected) - p_expected(best_actual) <= p_tie
+               OR p_expected(best_expected) IS NAN THEN
+                agreements := agreements + 1;
+            END IF;
+        END check_row;
+
+
+
+        PROCEDURE check_answer(p_row IN PLS_INTEGER, p_function IN VARCHAR2, p_agrees IN BOOLEAN) IS
+        BEGIN
+            checked := checked + 1;
+            IF NOT NVL(p_agrees, FALSE) THEN
+                disagreements := disagreements + 1;
+                IF first_wrong IS NULL THEN first_wrong := p_function || ' on row ' || p_row; END IF;
+            END IF;
+        END check_answer;
+
+        -- A list of labels as nnsql_check_rows keeps it: [first|second|...].
+        FUNCTION joined(p_labels IN nnsql_labels) RETURN VARCHAR2 IS
+            text VARCHAR2(4000) := '[';
+        BEGIN
+            FOR i IN 1 .. p_labels.COUNT LOOP
+                IF i > 1 THEN text := text || '|'; END IF;
+                text := text || p_labels(i);
+            END LOOP;
+            RETURN text || ']';
+        END joined;
+    BEGIN
+        SELECT COUNT(*) INTO kept FROM nnsql_check_rows WHERE model = 'sig' AND version = 1;
+        IF kept = 0 THEN
+            RAISE_APPLICATION_ERROR(-20013, 'sig version 1 keeps no answer check in '
+                || 'nnsql_check_rows: it cannot be proven; export it again');
+        END IF;
+        FOR r IN 1 .. kept LOOP
+            SELECT inputs, expected, allowed, tie, score, label, labels, proba
+              INTO r_inputs, r_expected, r_allowed, r_tie, r_score, r_label, r_labels, r_proba
+              FROM nnsql_check_rows WHERE model = 'sig' AND version = 1 AND row_no = r;
+            nn_x0 := slice(r_inputs, 1, 3);
+            check_row(r, predict(nn_x0), r_expected, r_allowed, r_tie);
+            IF r_score IS NOT NULL THEN check_answer(r, 'score', score(nn_x0) = r_score); END IF;
+            IF r_label IS NOT NULL THEN check_answer(r, 'label', label(nn_x0) = r_label); END IF;
+            IF r_proba IS NOT NULL THEN
+                check_answer(r, 'predict_proba', gap(predict_proba(nn_x0), r_proba) <= r_allowed);
+            END IF;
+        END LOOP;
+        IF rows_over > 0 OR disagreements > 0 THEN
+            RAISE_APPLICATION_ERROR(-20010, 'sig version 1 fails the answer check it was '
+                || 'published with: max |d| = ' || max_diff || ', ' || rows_over || ' of ' || kept
+                || ' row(s) over tolerance, ' || disagreements || ' of ' || checked || ' answers disagree ('
+                || NVL(first_wrong, 'none') || '); not activated');
+        END IF;
+    END check_stored;
+
+    -- The statements that make the entry package sig run this version (nnsql_admin.activate runs
+    -- them once check_stored passed): 1, its specification; 2, its body.
+    FUNCTION entry_ddl(p_part IN PLS_INTEGER) RETURN CLOB IS
+    BEGIN
+        IF p_part = 1 THEN
+            RETURN TO_CLOB('CREATE OR REPLACE PACKAGE sig AUTHID DEFINER AS
+    FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
+    FUNCTION predict_proba(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
+    FUNCTION predict_logits(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC;
+    FUNCTION score(features IN UTL_NLA_ARRAY_FLT) RETURN NUMBER DETERMINISTIC;
+    FUNCTION label(features IN UTL_NLA_ARRAY_FLT) RETURN VARCHAR2 DETERMINISTIC;
+    FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC;
+    FUNCTION score_table(p_rows IN SYS_REFCURSOR) RETURN nnsql_score_tab PIPELINED;
+    FUNCTION version RETURN NUMBER;
+    -- CERN''s `exec mnist.init` loaded the weights into package state; here they live in the version
+    -- package already, so init is kept for scripts that call it and changes nothing.
+    PROCEDURE init;
+END sig;');
+        END IF;
+        RETURN TO_CLOB('CREATE OR REPLACE PACKAGE BODY sig AS
+    FUNCTION predict(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.predict(features);
+    END predict;
+
+    FUNCTION predict_proba(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.predict_proba(features);
+    END predict_proba;
+
+    FUNCTION predict_logits(features IN UTL_NLA_ARRAY_FLT) RETURN UTL_NLA_ARRAY_FLT DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.predict_logits(features);
+    END predict_logits;
+
+    FUNCTION score(features IN UTL_NLA_ARRAY_FLT) RETURN NUMBER DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.score(features);
+    END score;
+
+    FUNCTION label(features IN UTL_NLA_ARRAY_FLT) RETURN VARCHAR2 DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.label(features);
+    END label;
+
+    FUNCTION labels(features IN UTL_NLA_ARRAY_FLT, threshold IN NUMBER DEFAULT 0.5) RETURN nnsql_labels DETERMINISTIC IS
+        PRAGMA UDF;
+    BEGIN
+        RETURN sig_v1.labels(features, threshold);
+    END labels;
+
+    -- Batch path: SELECT * FROM TABLE(sig.score_table(CURSOR(SELECT id, features FROM t))): the id
+    -- (a NUMBER), the class (score) and the probabilities (predict_proba) of each row.
+    FUNCTION score_table(p_rows IN SYS_REFCURSOR) RETURN nnsql_score_tab PIPELINED IS
+        TYPE input_row IS RECORD (id NUMBER, features UTL_NLA_ARRAY_FLT);
+        TYPE input_rows IS TABLE OF input_row;
+        batch input_rows;
+        p     UTL_NLA_ARRAY_FLT;
+        q     UTL_NLA_ARRAY_FLT;
+    BEGIN
+        LOOP
+            FETCH p_rows BULK COLLECT INTO batch LIMIT 200;
+            FOR r IN 1 .. batch.COUNT LOOP
+                p := sig_v1.predict(batch(r).features);
+                q := sig_v1.first_probabilities(p);
+                PIPE ROW (nnsql_score_row(batch(r).id, sig_v1.decide(q), q));
+            END LOOP;
+            EXIT WHEN p_rows%NOTFOUND;
+        END LOOP;
+        CLOSE p_rows;
+        RETURN;
+    END score_table;
+
+    FUNCTION version RETURN NUMBER IS
+    BEGIN
+        RETURN 1;
+    END version;
+
+    PROCEDURE init IS
+    BEGIN
+        NULL;
+    END init;
+END sig;');
+    END entry_ddl;
 
 END sig_v1;
 /

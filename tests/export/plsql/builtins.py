@@ -113,6 +113,15 @@ def to_char_call(value: Any, model: str | None = None, nls: str | None = None) -
     return f"{mantissa}E{int(exponent):+03d}".replace(".", decimal)
 
 
+def substr(text: Any, position: Any, length: Any = None) -> str | None:
+    """SUBSTR with a positive 1-based position (the generated PL/SQL uses no other); '' is NULL."""
+    if text is None or position is None:
+        return None
+    start = max(int(position), 1) - 1
+    part = str(to_char(text))[start:] if length is None else str(to_char(text))[start : start + int(length)]
+    return part or None
+
+
 def nvl(a: Any, b: Any) -> Any:
     return b if a is None else a
 
@@ -143,6 +152,12 @@ FUNCTIONS: dict[str, Callable] = {
     "TO_BINARY_DOUBLE": to_binary(F64),
     "TO_BINARY_FLOAT": to_binary(F32),
     "TO_CHAR": to_char_call,
+    "SUBSTR": substr,
+    "TO_CLOB": lambda s: None if s is None else str(to_char(s)),
+    "REPLACE": lambda s, old, new=None: (
+        None if s is None else (s.replace(old, new or "") if old else s) or None
+    ),
+    "LENGTH": lambda s: None if s is None or to_char(s) == "" else len(str(to_char(s))),
     "UPPER": lambda s: None if s is None else str(to_char(s)).upper(),
     "LOWER": lambda s: None if s is None else str(to_char(s)).lower(),
     "RAISE_APPLICATION_ERROR": raise_application_error,

@@ -196,7 +196,7 @@ class Expressions:
 
     def member(self, node: n.Member, args: list) -> Thunk:
         """x.COUNT, x.EXTEND(n) and the other collection methods; record.field; package.routine(...);
-        UTL_NLA.BLAS_...(...)."""
+        UTL_NLA.BLAS_...(...); DBMS_ASSERT.<check>(...)."""
         base, name = node.base, node.name
         if isinstance(base, n.Name):
             _, symbol = self.scope.find(base.name)
@@ -209,6 +209,10 @@ class Expressions:
                 from tests.export.plsql.utl_nla import utl_nla_call
 
                 return utl_nla_call(self, name, args)
+            if base.name == "DBMS_ASSERT":
+                from tests.export.plsql.dbms_assert import dbms_assert_call
+
+                return dbms_assert_call(self, name, args)
             if symbol is None:
                 packages, package, actuals = self.session.packages, base.name, self.actuals(args)
 

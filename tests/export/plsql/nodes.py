@@ -148,7 +148,8 @@ class Sql:
 
     kind: str
     table: str = ""
-    columns: list = field(default_factory=list)  # SELECT items, INSERT columns, UPDATE (column, value)
+    columns: list = field(default_factory=list)  # SELECT items, INSERT columns, UPDATE (column, value),
+    # EXECUTE IMMEDIATE's USING (mode, expression)
     values: list = field(default_factory=list)  # INSERT values, or EXECUTE IMMEDIATE's text
     into: list = field(default_factory=list)
     where: list = field(default_factory=list)  # (column, expression), all equal

@@ -298,8 +298,20 @@ class Parser(ExpressionParser):
         self.expect("EXECUTE")
         self.expect("IMMEDIATE")
         text = self.expression()
+        using = []
+        if self.accept("USING"):
+            using.append(self.bind_argument())
+            while self.accept(","):
+                using.append(self.bind_argument())
         self.expect(";")
-        return n.Sql("EXECUTE", values=[text])
+        return n.Sql("EXECUTE", columns=using, values=[text])
+
+    def bind_argument(self) -> tuple[str, Any]:
+        """One argument of USING: its mode (IN, OUT or IN OUT; IN when left out) and expression."""
+        mode = "IN OUT" if self.accept("IN") and self.accept("OUT") else "IN"
+        if mode == "IN" and self.accept("OUT"):
+            mode = "OUT"
+        return mode, self.expression()
 
     def where(self) -> list[tuple[str, Any]]:
         if not self.accept("WHERE"):

@@ -1,6 +1,6 @@
 """SQL*Plus scripts as units: a PL/SQL unit (CREATE PACKAGE [BODY], DECLARE, BEGIN) runs to a line
-holding only `/`; a SQL statement to its `;`; SQL*Plus commands (WHENEVER, SET, VARIABLE, @@, PROMPT)
-are one line."""
+holding only `/`; a SQL statement to its `;`; SQL*Plus commands (WHENEVER, SET, VARIABLE, @@, PROMPT,
+EXEC) are one line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 PLSQL_START = re.compile(
     r"(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?(PACKAGE|PROCEDURE|FUNCTION|TYPE))\b", re.I
 )
-COMMAND = re.compile(r"(WHENEVER|SET|VARIABLE|VAR|PROMPT|REM|SPOOL|EXIT|@@?)(\s|$|\w)", re.I)
+COMMAND = re.compile(r"(WHENEVER|SET|VARIABLE|VAR|PROMPT|REM|SPOOL|EXIT|EXEC|EXECUTE|@@?)(\s|$|\w)", re.I)
 
 
 @dataclass(frozen=True)

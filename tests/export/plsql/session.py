@@ -14,6 +14,7 @@ import numpy as np
 
 from tests.export.plsql import nodes as n
 from tests.export.plsql.interpreter import Compiler
+from tests.export.plsql.lexer import tokenize
 from tests.export.plsql.parser import parse_unit
 from tests.export.plsql.scope import Routine, Scope
 from tests.export.plsql.script import units
@@ -24,6 +25,9 @@ from tests.export.plsql.values import DECIMAL, F32, F64, Collection, PlsqlError,
 ALTER_NUMERIC_CHARACTERS = re.compile(
     r"\s*ALTER\s+SESSION\s+SET\s+NLS_NUMERIC_CHARACTERS\s*=\s*'(\S\S)'\s*;?\s*$", re.I
 )
+
+# What EXECUTE IMMEDIATE runs as PL/SQL (after any leading comments); other text is SQL or table DDL.
+DYNAMIC_PLSQL = re.compile(r"(\s|--[^\n]*\n)*(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?PACKAGE)\b", re.I)
 
 
 class Package:
@@ -70,6 +74,9 @@ class Session:
                 self.binds[words[1].upper()] = None
             elif text.startswith("@"):
                 self.run_script(directory / text.lstrip("@"))
+            elif words[0].upper() in ("EXEC", "EXECUTE"):  # SQL*Plus runs it as BEGIN statement; END;
+                statement = text.split(None, 1)[1].rstrip().rstrip(";")
+                self.run_parsed(parse_unit(f"BEGIN {statement}; END;"))
             return
         if kind == "sql" and (found := ALTER_NUMERIC_CHARACTERS.match(text)):
             self.numeric_characters = found[1]
@@ -77,7 +84,9 @@ class Session:
         if kind == "sql" and CREATE_TABLE.match(text.rstrip().rstrip(";").split("\n    VARRAY")[0]):
             self.store.execute_ddl(text.rstrip().rstrip(";").split("\n    VARRAY")[0])
             return
-        unit = parse_unit(text)
+        self.run_parsed(parse_unit(text))
+
+    def run_parsed(self, unit: Any) -> None:
         if isinstance(unit, n.PackageSpec):
             public = {d.name for d in unit.declarations if isinstance(d, n.Subprogram)}
             self.packages[unit.name] = Package(unit.name, public)
@@ -85,6 +94,34 @@ class Session:
             self.create_body(unit)
         else:
             Compiler(Scope(None, self)).block(unit)()
+
+    def execute_immediate(self, text: str, using: list[tuple[str, Any, Any]]) -> None:
+        """EXECUTE IMMEDIATE: a PL/SQL unit (an anonymous block, whose placeholders take the USING
+        arguments by position of their first appearance, OUT ones written back; or CREATE [OR REPLACE]
+        PACKAGE [BODY], which raises ORA-24344 when the body did not compile, as dynamic DDL does), else
+        the table store's DDL."""
+        if not DYNAMIC_PLSQL.match(text):
+            if using:
+                raise ora(-1006, "bind variable does not exist")
+            self.store.execute_ddl(text.strip())
+            return
+        placeholders = list(dict.fromkeys(t.text for t in tokenize(text) if t.kind == "bind"))
+        if len(placeholders) != len(using):
+            raise ora(-1008, "not all variables bound")
+        outer, self.binds = self.binds, {}
+        try:
+            for name, (mode, value, _) in zip(placeholders, using, strict=True):
+                self.binds[name] = value() if mode != "OUT" else None
+            unit = parse_unit(text)
+            self.run_parsed(unit)
+            if isinstance(unit, n.PackageBody) and self.packages[unit.name].scope is None:
+                raise ora(-24344, "success with compilation error")
+            written = dict(self.binds)
+        finally:
+            self.binds = outer
+        for name, (mode, _, setter) in zip(placeholders, using, strict=True):
+            if mode != "IN" and setter is not None:
+                setter(written[name])
 
     def create_body(self, unit: n.PackageBody) -> None:
         """Compiles the body (its errors go to user_errors, as CREATE PACKAGE BODY records them) and

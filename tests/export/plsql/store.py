@@ -170,5 +170,7 @@ def compile_sql(compiler: Any, node: n.Sql) -> Callable[[], None]:
         return delete
     if node.kind == "EXECUTE":
         text = compiler.expression(node.values[0])
-        return lambda: store.execute_ddl(text())
+        using = [(mode, compiler.expression(e), compiler.setter_or_none(e)) for mode, e in node.columns]
+        session = compiler.session
+        return lambda: session.execute_immediate(text(), using)
     return lambda: None  # COMMIT, ROLLBACK: one session, nothing to undo here

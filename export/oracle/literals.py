@@ -1,0 +1,56 @@
+"""PL/SQL literals of the generated scripts: BINARY_FLOAT and BINARY_DOUBLE values, arrays built by `append`
+calls of a few hundred values each (far below any parser limit), and long text as a CLOB of bounded
+literals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from ..codegen.sqltext import literal
+
+LITERAL_CHARACTERS = 8_000  # per literal of a long text: within PL/SQL's 32,767 bytes in any charset
+VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
+
+
+def float_literal(value: float) -> str:
+    """A BINARY_FLOAT literal that round-trips float32 exactly (9 significant digits)."""
+    return "0f" if value == 0 else f"{float(value):.9g}f"
+
+
+def array_calls(values: np.ndarray, target: str) -> Iterator[str]:
+    for start in range(0, len(values), VALUES_PER_CALL):
+        items = ", ".join(float_literal(v) for v in values[start : start + VALUES_PER_CALL])
+        yield f"    append({target}, UTL_NLA_ARRAY_FLT({items}));"
+
+
+APPEND = """    PROCEDURE append(p_target IN OUT NOCOPY UTL_NLA_ARRAY_FLT, p_values IN UTL_NLA_ARRAY_FLT) IS
+    BEGIN
+        FOR i IN 1 .. p_values.COUNT LOOP p_target.EXTEND; p_target(p_target.COUNT) := p_values(i); END LOOP;
+    END append;"""
+
+
+def double_literal(value: float) -> str:
+    """A BINARY_DOUBLE literal; NaN (a fully masked average's) as PL/SQL's constant."""
+    return "BINARY_DOUBLE_NAN" if np.isnan(value) else f"{float(value)!r}d"
+
+
+def doubles(values: Iterable[float]) -> str:
+    return f"UTL_NLA_ARRAY_DBL({', '.join(double_literal(v) for v in values)})"
+
+
+def entry_literal(script: str) -> str:
+    """One statement of the entry package (its script's text without the comment lines that lead it and
+    the SQL*Plus terminator) as a PL/SQL CLOB expression, which EXECUTE IMMEDIATE runs: string literals of
+    at most LITERAL_CHARACTERS joined, so that a model of many outputs fits too."""
+    lines = script.strip().splitlines()
+    while lines and lines[0].startswith("--"):
+        lines.pop(0)
+    if lines and lines[-1].strip() == "/":
+        lines.pop()
+    text = "\n".join(lines)
+    pieces = [
+        literal(text[start : start + LITERAL_CHARACTERS]) for start in range(0, len(text), LITERAL_CHARACTERS)
+    ]
+    return " ||\n            ".join([f"TO_CLOB({pieces[0]})", *pieces[1:]])
