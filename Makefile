@@ -3,6 +3,10 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Python keeps the bytecode of what it imports in .venv: uv installs without it, and an environment that sets
+# PYTHONDONTWRITEBYTECODE (some CI images do) made every process compile TensorFlow and Keras again, 15 s
+# of CPU per import instead of 6, in each of the demo, the test workers and the commands the tests start.
+unexport PYTHONDONTWRITEBYTECODE
 # Debian packages the tests and demo use (installed only when running as root and missing); iproute2:
 # the pod rehearsal's network namespaces (tests/train/pod_rehearsal.py).
 APT_PACKAGES := postgresql postgresql-contrib postgresql-plpython3-15 python3-numpy dataset-fashion-mnist chromium chromium-driver wrk iproute2 openjdk-17-jre-headless

@@ -61,20 +61,31 @@ def made_image(distribution: str, version: str, venv: Path) -> Path:
     partial = venv.with_name(venv.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     pip = [str(partial / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    install = installer(partial)
     if distribution == "tensorflow-cpu":
         subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
-        subprocess.run([*pip, "install", "--quiet", f"{distribution}=={version}"], check=True)
+        subprocess.run([*install, f"{distribution}=={version}"], check=True)
     else:
         cpu = image_environment("tensorflow-cpu")
         subprocess.run(["cp", "-al", str(cpu), str(partial)], check=True)
         (partial / done.name).unlink()
         subprocess.run([*pip, "uninstall", "--quiet", "--yes", "tensorflow-cpu"], check=True)
-        subprocess.run([*pip, "install", "--quiet", "--no-deps", f"{distribution}=={version}"], check=True)
+        subprocess.run([*install, "--no-deps", f"{distribution}=={version}"], check=True)
     subprocess.run([*pip, "check"], check=True, stdout=subprocess.DEVNULL)
     (partial / done.name).write_text(json.dumps({"holds": f"{distribution}=={version}"}) + "\n")
     shutil.rmtree(venv, ignore_errors=True)
     partial.rename(venv)
     return venv
+
+
+def installer(venv: Path) -> list[str]:
+    """The command that installs packages into `venv`: uv where `make setup` put it beside this Python
+    (parallel downloads, and TensorFlow's dependencies already in its cache from the project's own
+    install), else the environment's pip. Either leaves pip in the environment, as the images hold it."""
+    uv = Path(sys.executable).parent / "uv"
+    if uv.exists():
+        return [str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    return [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
 
 
 def wheel_index() -> Path:
