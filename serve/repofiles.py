@@ -22,8 +22,11 @@ def read_regular(path: Path, limit: int | None = None, *, within: Path | None = 
     except OSError as error:
         raise InvalidVersion(f"{path.name}: {error.strerror or type(error).__name__}") from None
     with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
             raise InvalidVersion(f"{path.name}: not a regular file")
+        if limit is not None and status.st_size > limit:  # a sparse file of gigabytes costs no disk
+            raise InvalidVersion(f"{path.name} is larger than {limit} bytes")
         if within is not None and not inside(opened_path(descriptor, path), within):
             raise InvalidVersion(f"{path.name}: a link out of its directory")
         try:

@@ -20,6 +20,9 @@ from . import tritonrepo
 from .repofiles import read_regular
 from .validation import InvalidVersion
 
+# protobuf's bound on one message: onnxruntime cannot load a model file any larger from its bytes
+MAX_MODEL_BYTES = (2 << 30) - 1
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -34,7 +37,7 @@ def read_metadata(directory: Path) -> Any:
     """The version's metadata; InvalidVersion saying why not, without the file's path (the repository
     index shows it to clients)."""
     try:
-        return json.loads(read_regular(directory / METADATA_FILE).decode())
+        return json.loads(read_regular(directory / METADATA_FILE, tritonrepo.MAX_METADATA_BYTES).decode())
     except UnicodeDecodeError as error:
         raise InvalidVersion(f"{METADATA_FILE}: not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
@@ -67,5 +70,6 @@ def take(directory: Path) -> Snapshot:
 
 
 def read_model(path: Path) -> bytes:
-    """The model file's bytes: a regular file only (a FIFO would stall the loader, /dev/zero fill it)."""
-    return read_regular(path)
+    """The model file's bytes: a regular file only (a FIFO would stall the loader, /dev/zero fill it),
+    no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well)."""
+    return read_regular(path, MAX_MODEL_BYTES)
