@@ -37,7 +37,9 @@ def read_metadata(directory: Path) -> Any:
     """The version's metadata; InvalidVersion saying why not, without the file's path (the repository
     index shows it to clients)."""
     try:
-        return json.loads(read_regular(directory / METADATA_FILE, tritonrepo.MAX_METADATA_BYTES).decode())
+        return json.loads(
+            read_regular(directory / METADATA_FILE, tritonrepo.MAX_METADATA_BYTES, within=directory).decode()
+        )
     except UnicodeDecodeError as error:
         raise InvalidVersion(f"{METADATA_FILE}: not UTF-8 ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:

@@ -5,6 +5,7 @@ under an address-space limit far below the file's size, and must not need it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -53,3 +54,19 @@ def test_a_sparse_file_of_gigabytes_is_refused_before_it_is_read(tmp_path, huge)
     said = taken(version)
     assert said.startswith(f"refused: {huge} is larger than"), said
     assert "\n" not in said and str(tmp_path) not in said
+
+
+def test_a_metadata_file_linked_out_of_its_version_is_refused(tmp_path):
+    """metadata.json is text clients see (the index, the model's metadata): like a label file, it is
+    read only from inside its own directory, whatever the file it links to holds."""
+    from nnsql.serve import snapshot
+    from nnsql.serve.validation import InvalidVersion
+
+    version = tmp_path / "repository" / "m" / "1"
+    version.mkdir(parents=True)
+    (version / "model.onnx").write_bytes(b"\0" * 64)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps({"sha256": hashlib.sha256(b"\0" * 64).hexdigest()}))
+    (version / "metadata.json").symlink_to(outside)
+    with pytest.raises(InvalidVersion, match=r"^metadata\.json: a link out of its directory$"):
+        snapshot.take(version)
