@@ -68,6 +68,12 @@ def read_text(path: Path, limit: int = 64) -> str:
         return ""
 
 
+def printable(text: str) -> str:
+    """The text on one line of the operator's log: a line break or terminal escape in a name that a
+    writer of the repository chose is shown escaped, so it can neither forge a line nor drive a terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -90,7 +96,7 @@ class Scanner:
         stamp = stamp_of(path) if stamp is None else stamp
         if self.said.get(path) != (message, stamp):
             self.said[path] = (message, stamp)
-            LOG.log(level, "%s", message)
+            LOG.log(level, "%s", printable(message))
 
     def version_numbers(self, model_dir: Path) -> set[int]:
         """Directories named by a plain number that hold both files; anything else is noted once. A
@@ -142,7 +148,7 @@ class Scanner:
             try:
                 found[model_dir.name] = self.version_numbers(model_dir)
             except OSError as error:  # removed or moved away while this scan ran: gone for this scan
-                LOG.info("skipping %s this time: %s", model_dir, error.strerror or error)
+                LOG.info("skipping %s this time: %s", printable(str(model_dir)), error.strerror or error)
         return found
 
     def stamp(self, name: str, number: int) -> tuple:
