@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,21 @@ ACTIVE_FILE = "active"
 CHECK_FILE = "check.json"
 
 
+def regular_text(path: Path) -> str:
+    """A file's text, read only if it is a regular file: a FIFO another writer of a shared repository
+    left in its place would block the open, and the command, for ever. OSError otherwise."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path.name}: not a regular file")
+        return file.read().decode()
+
+
 def active_version(model_dir: Path) -> int | None:
     """The version `active` names, else the newest complete one (None: no version)."""
     complete = [v for v in versions(model_dir) if (model_dir / str(v) / METADATA_FILE).is_file()]
     try:
-        named = int((model_dir / ACTIVE_FILE).read_text().strip())
+        named = int(regular_text(model_dir / ACTIVE_FILE).strip())
     except (OSError, ValueError):
         named = None
     if named in complete:
@@ -66,7 +77,7 @@ def model_dir_of(repo: Path, name: str) -> Path:
 def metadata_of(model_dir: Path, version: int) -> dict[str, Any]:
     path = model_dir / str(version) / METADATA_FILE
     try:
-        metadata: dict[str, Any] = json.loads(path.read_text())
+        metadata: dict[str, Any] = json.loads(regular_text(path))
     except (OSError, ValueError):
         there = ", ".join(map(str, versions(model_dir))) or "none"
         raise ExportError(f"{model_dir.name} has no version {version} (versions: {there})") from None
