@@ -287,3 +287,27 @@ def test_models_roll_back_refuse_a_replaced_function_and_remove_a_version(spark,
     assert main(["list", *store[:-1]]) == 0
     listed = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert listed == [["*", "rolled", str(one), *listed[0][3:]]]
+
+
+@pytest.mark.parametrize(
+    ("kept", "changed"),
+    [
+        ("RETURN tiny.predict_v3(", "RETURN elsewhere.predict_v3("),  # another database's function
+        ("RETURN tiny.score_v3(", "RETURN tiny.score_v2("),  # another version's
+        ("CREATE OR REPLACE FUNCTION tiny.label(", "CREATE OR REPLACE FUNCTION other.label("),
+        ("RETURNS INT RETURN", "RETURNS INT RETURN 1 + "),
+    ],
+)
+def test_activation_runs_only_the_switch_the_exporter_writes(kept, changed):
+    """The kept statements are read from a table anyone who can write the catalog can change: the
+    public functions switch only through statements of the form the export writes."""
+    from nnsql.export.registry.spark import public_statements
+    from nnsql.export.spark.generator import SparkGenerator
+    from tests.golden.graphs import tiny_graph
+
+    generator = SparkGenerator(tiny_graph(), "tiny", 3)
+    script = ";\n".join([*generator.statements(), *generator.public()]) + ";\n"
+    assert [match.group(0) for match in public_statements(script, "tiny", 3)] == generator.public()
+    assert kept in script
+    with pytest.raises(ExportError, match="does not read as the exporter wrote it"):
+        public_statements(script.replace(kept, changed), "tiny", 3)
