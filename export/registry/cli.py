@@ -1,6 +1,6 @@
 """`nnsql models`: the versions of a published model, listed, activated (rolled back or forward) and
-removed, in a DuckDB file (--db), a PostgreSQL database (--dsn and the PG* variables) or an ONNX
-repository (--repo)."""
+removed, in a DuckDB file (--db), a PostgreSQL database (--dsn and the PG* variables), an ONNX
+repository (--repo), a Spark catalog (--warehouse or --remote) or an Oracle schema (--oracle-dsn)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,21 @@ from . import repository
 DESCRIPTION = """\
 List the versions of a model, activate one (roll back or forward) or remove one that is not active.
 
-Activation installs the version's scoring code again and checks its answers on the sample rows its export
-kept, in the target itself, before it switches: a version that no longer answers as Keras did is not
-activated and the active one keeps scoring. In PostgreSQL the same is SQL a DBA can call:
-  CALL nnsql.activate('mnist', 1);
-In an ONNX repository the version is named in REPO/NAME/active; a running `nnsql serve` then serves it
-alone from its next scan, with no restart."""
+Activation checks the version's answers again on the sample rows its export kept, in the target itself,
+before it switches: a version that no longer answers as Keras did is not activated and the active one
+keeps scoring. The stores, with the options their export took, and what comes next:
+  --db FILE               DuckDB: the version's kept macros installed again, checked, switched;
+                          then SELECT NAME.score(...) in that file
+  --dsn / DATABASE_URL    PostgreSQL: CALL nnsql.activate('mnist', 1) in SQL does the same;
+                          then SELECT NAME.score(...)
+  --repo DIR              ONNX: REPO/NAME/active names the version; a running `nnsql serve` serves it
+                          alone from its next scan, with no restart
+  --warehouse DIR         Spark (--master M, or --remote sc://HOST:PORT): the version's own functions
+                          checked in Spark, then NAME.predict, NAME.score... switch to them
+  --oracle-dsn U@H:P/S    Oracle (password from ORACLE_PASSWORD or a prompt): the schema's
+                          nnsql_admin.activate runs the check in the database, as EXEC does in SQL*Plus"""
 EXAMPLE = "nnsql models activate --db scores.duckdb --name mnist --version 1"
-NEXT_STEP = "nnsql models list --db scores.duckdb   (the active version is marked *)"
+NEXT_STEP = "nnsql models list --db scores.duckdb   (the active version is marked *; any store above)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,6 +49,22 @@ def parser() -> argparse.ArgumentParser:
     where = result.add_argument_group("the store (one of)")
     where.add_argument("--db", type=Path, metavar="FILE", help="a DuckDB database file")
     where.add_argument("--repo", type=Path, metavar="DIR", help="an ONNX model repository")
+    where.add_argument(
+        "--warehouse",
+        type=Path,
+        metavar="DIR",
+        help="Spark: the local catalog folder `nnsql export spark` wrote",
+    )
+    where.add_argument("--remote", metavar="sc://HOST:PORT", help="Spark: a Spark Connect server")
+    where.add_argument(
+        "--oracle-dsn",
+        metavar="USER@HOST:PORT/SERVICE",
+        help="Oracle: as `nnsql export oracle --dsn` takes it, no password in it "
+        "(ORACLE_PASSWORD or a prompt)",
+    )
+    result.add_argument(
+        "--master", default="local[*]", help="Spark master with --warehouse (default local[*])"
+    )
     connection.add_options(
         where,
         "PostgreSQL: a libpq connection string, no password in it ('' for the PG* variables; "
@@ -52,19 +75,21 @@ def parser() -> argparse.ArgumentParser:
 
 def checked(args: argparse.Namespace) -> connection.Dsn | None:
     """The PostgreSQL connection (None for --db or --repo), once the options are consistent."""
-    stores = [o for o in ("db", "repo", "dsn", "dsn_env", "dsn_file") if getattr(args, o) is not None]
+    options = ("db", "repo", "warehouse", "remote", "oracle_dsn", "dsn", "dsn_env", "dsn_file")
+    stores = [o for o in options if getattr(args, o) is not None]
     if len(stores) > 1:
         raise ExportError("give one store: " + " or ".join("--" + o.replace("_", "-") for o in stores))
     if args.name is not None:
         check_model_name(args.name)
     if args.action != "list" and (args.name is None or args.version is None):
         raise ExportError(f"nnsql models {args.action} needs --name and --version")
-    if args.db is not None or args.repo is not None:
+    if stores and stores[0] in ("db", "repo", "warehouse", "remote", "oracle_dsn"):
         return None
     dsn = connection.resolve(args)
     if not dsn.origin:
         raise ExportError(
-            "name the store: --db FILE, --repo DIR, or PostgreSQL's --dsn, --dsn-env or --dsn-file "
+            "name the store: --db FILE, --repo DIR, Spark's --warehouse DIR or --remote sc://HOST:PORT, "
+            "Oracle's --oracle-dsn, or PostgreSQL's --dsn, --dsn-env or --dsn-file "
             "(or set DATABASE_URL)"
         )
     return dsn
@@ -131,6 +156,34 @@ def in_database(args: argparse.Namespace, opened: Callable[[], Any]) -> int:
     return 0
 
 
+def spark_store(args: argparse.Namespace) -> Any:
+    """The Spark catalog's versions, in the session this process runs or a new one (stopped on close)."""
+    from ..spark import session
+    from .spark import SparkVersions
+
+    if args.warehouse is not None and not (args.warehouse / "metastore_db").is_dir():
+        raise ExportError(
+            f"--warehouse {args.warehouse}: no Spark catalog there (nnsql export spark writes one)"
+        )
+    where = session.Where(args.warehouse or session.DEFAULT_WAREHOUSE, args.master, args.remote)
+    owned = not session.running()  # a session the caller started stays theirs
+    store = SparkVersions(session.start(where), progress=False, owned=owned)
+    store.where = where.describe()
+    return store
+
+
+def oracle_store(text: str) -> Any:
+    """The Oracle schema's versions; the password from ORACLE_PASSWORD or a prompt, as the export asks."""
+    from ..oracle.store import parse_dsn, password
+    from .oracle import OracleVersions
+
+    try:
+        dsn = parse_dsn(text)
+    except ExportError as error:  # the export's words, naming this command's option
+        raise ExportError(str(error).replace("--dsn", "--oracle-dsn", 1)) from None
+    return OracleVersions(dsn, password(), progress=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
@@ -144,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             if not args.db.is_file():
                 raise ExportError(f"--db {args.db}: no such DuckDB file")
             return in_database(args, lambda: DuckDBStore(args.db, progress=False))
+        if args.warehouse is not None or args.remote is not None:
+            return in_database(args, lambda: spark_store(args))
+        if args.oracle_dsn is not None:
+            return in_database(args, lambda: oracle_store(args.oracle_dsn))
         from ..postgres.store import PostgresStore
 
         assert dsn is not None

@@ -36,9 +36,13 @@ ROWS = "_nn_rows"
 
 def row_table(inputs: dict[str, np.ndarray], graph: ir.Graph) -> pa.Table:
     """Rows as Arrow: `_nn_row`, then one column per input, a sequence as a list of steps."""
+    return spec_rows(inputs, graph.inputs)
+
+
+def spec_rows(inputs: dict[str, np.ndarray], specs: Sequence[ir.TensorSpec]) -> pa.Table:
     count = len(next(iter(inputs.values())))
     columns: dict[str, pa.Array] = {"_nn_row": pa.array(np.arange(count, dtype=np.int64))}
-    for spec in graph.inputs:
+    for spec in specs:
         values = np.asarray(inputs[spec.name], dtype=np.float64)
         if nested(spec):
             steps, features = spec.shape

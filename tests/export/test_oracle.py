@@ -249,6 +249,31 @@ def test_live_export_scores_and_switches(digits_model, tmp_path):
         assert cursor.fetchone()[0] == 450 and versions >= 2
 
 
+@live
+def test_live_models_roll_back_and_remove(digits_model, capsys):
+    import oracledb
+
+    from nnsql.export.registry.cli import main as models
+
+    dsn = parse_dsn(os.environ["ORACLE_DSN"])
+    args = ["--model", str(digits_model), "--name", "nn_roll", "--dsn", str(dsn), "--quiet"]
+    assert export_oracle(args) == 0 and export_oracle(args) == 0
+    store = ["--oracle-dsn", str(dsn), "--name", "nn_roll"]
+    capsys.readouterr()
+    assert models(["list", *store]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    previous, newest = sorted(int(row[2] if row[0] == "*" else row[1]) for row in rows)[-2:]
+    assert models(["activate", *store, "--version", str(previous)]) == 0
+    assert models(["remove", *store, "--version", str(newest)]) == 0
+    assert models(["remove", *store, "--version", str(previous)]) == 2  # the active one stays
+    with oracledb.connect(user=dsn.user, password=os.environ["ORACLE_PASSWORD"], dsn=dsn.address) as con:
+        cursor = con.cursor()
+        cursor.execute("SELECT nn_roll.version FROM dual")
+        assert cursor.fetchone()[0] == previous
+        cursor.execute("SELECT COUNT(*) FROM user_objects WHERE object_name = :1", [f"NN_ROLL_V{newest}"])
+        assert cursor.fetchone()[0] == 0
+
+
 def test_generated_plsql_matches_golden_text():
     from nnsql.export.oracle.generator import OracleGenerator
     from tests.golden.graphs import check_golden, tiny_graph

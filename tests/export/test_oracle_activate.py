@@ -7,14 +7,20 @@ active version still scoring, and switches the entry package and the registry ot
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import keras
 import numpy as np
 import pytest
 
+from nnsql.export.errors import ExportError
 from nnsql.export.oracle.__main__ import main as export_oracle
 from nnsql.export.oracle.literals import entry_literal
+from nnsql.export.oracle.store import parse_dsn
+from nnsql.export.registry.activation import activate as activate_version
+from nnsql.export.registry.oracle import OracleVersions
 from tests import models
+from tests.export.plsql.lexer import tokenize
 from tests.export.plsql.session import Session
 from tests.export.plsql.values import PlsqlError
 from tests.export.test_oracle_plsql import RELU_LOOP, relu_model
@@ -287,3 +293,68 @@ def test_the_entry_text_comes_back_whole_from_literals_of_bounded_size():
     expression = entry_literal(script)
     assert expression.count(" ||") >= 2  # three literals at least
     assert run_function(expression) == f"CREATE OR REPLACE PACKAGE BODY m AS\n{statement}\nEND m;"
+
+
+class ProxyCursor:
+    """The DB-API cursor calls of `nnsql models --oracle-dsn` that change a schema, run by the interpreter:
+    a PL/SQL block with named binds, bound in the order the block first names them (as EXECUTE IMMEDIATE
+    ... USING takes them)."""
+
+    warning = None
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __enter__(self) -> ProxyCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def execute(self, statement: str, params: dict[str, object]) -> None:
+        named = {key.upper(): value for key, value in params.items()}
+        order = dict.fromkeys(t.text for t in tokenize(statement) if t.kind == "bind")
+        self.session.execute_immediate(statement, [("IN", lambda v=named[b]: v, None) for b in order])
+
+
+class ProxyConnection:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def cursor(self) -> ProxyCursor:
+        return ProxyCursor(self.session)
+
+
+def versions_store(session: Session) -> OracleVersions:
+    """The store `nnsql models --oracle-dsn` opens, its connection the interpreter's session."""
+    store = OracleVersions.__new__(OracleVersions)
+    store.con, store.dsn = ProxyConnection(session), parse_dsn("scott@db:1521/FREEPDB1")
+    store.oracledb = SimpleNamespace(DatabaseError=PlsqlError, Error=PlsqlError)
+    return store
+
+
+def test_models_command_rolls_back_and_removes_the_inactive_version(session, versions):
+    _, kept = versions
+    store = versions_store(session)
+    activate_version(store, "mnist", 1)
+    assert session.call("mnist", "version") == 1 and scores_like(session, kept[1])
+    with pytest.raises(ExportError, match="mnist version 1 is the active one: activate another"):
+        store.remove("mnist", 1)
+    store.remove("mnist", 2)
+    assert flags(session) == [(1, "Y")] and "MNIST_V2" not in session.packages
+    for table in ("NNSQL_TENSORS", "NNSQL_CHECK_ROWS"):
+        assert {row["VERSION"] for row in session.store.tables[table].rows} == {1}
+    with pytest.raises(ExportError, match="mnist has no version 2"):
+        store.remove("mnist", 2)
+    assert scores_like(session, kept[1])
+
+
+def test_models_command_refuses_tampered_answers_in_one_line(session, versions):
+    _, kept = versions
+    run(session, f"BEGIN {TAMPERED_ANSWER} END;")
+    with pytest.raises(ExportError) as error:
+        activate_version(versions_store(session), "mnist", 1)
+    message = str(error.value)
+    assert message.startswith("mnist version 1 fails the answer check") and "\n" not in message
+    assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
+    assert flags(session) == [(1, "N"), (2, "Y")]

@@ -238,3 +238,76 @@ def test_an_unsupported_layer_is_refused_before_spark_starts(tmp_path):
     assert lines[-1].startswith("error: ") and "sparsemax" in lines[-1]
     assert not any("Spark" in line or "log4j" in line for line in lines), result.stderr
     assert not warehouse.exists()
+
+
+def warehouse(spark) -> str:
+    """The catalog folder of the running session, as `nnsql models --warehouse` takes it."""
+    return spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+
+
+def versions_of(spark, name: str) -> set[str]:
+    return {
+        row[0].rsplit("_v", 1)[1]
+        for row in spark.sql(f"SHOW USER FUNCTIONS IN {name}").collect()
+        if "_v" in row[0]
+    }
+
+
+def test_models_roll_back_refuse_a_replaced_function_and_remove_a_version(spark, tmp_path, capsys):
+    """Two versions of one model: activate 1; version 2's function replaced after publishing is refused
+    (the public functions keep answering as 1); version 2 removed: its functions are gone."""
+    from nnsql.export.registry.cli import main
+
+    first = models.save(mutations.dense(), tmp_path / "v1")
+    second = mutations.with_faulty_weights(first, "weight_1e-4", tmp_path / "v2")  # retrained: other answers
+    prepared, one = export(spark, first, "rolled")
+    _, two = export(spark, second, "rolled")
+    public, own = (
+        "SELECT rolled.predict(features) FROM events",
+        "SELECT rolled.predict_v{}(features) FROM events",
+    )
+    answers = {version: scored(spark, prepared, own.format(version)) for version in (one, two)}
+    assert answers[one] != answers[two] and scored(spark, prepared, public) == answers[two]
+    store = ["--warehouse", warehouse(spark), "--name", "rolled", "--version"]
+    assert main(["activate", *store, str(one)]) == 0
+    assert scored(spark, prepared, public) == answers[one]
+    spark.sql(
+        f"CREATE OR REPLACE FUNCTION rolled.predict_v{two}(features ARRAY<DOUBLE>) RETURNS ARRAY<DOUBLE> "
+        f"RETURN rolled.predict_v{one}(features)"
+    )
+    capsys.readouterr()
+    assert main(["activate", *store, str(two)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "fails the answer check" in err and "not activated" in err
+    assert scored(spark, prepared, public) == answers[one]
+    assert main(["remove", *store, str(two)]) == 0
+    assert versions_of(spark, "rolled") == {str(one)}
+    assert main(["remove", *store, str(one)]) == 2  # the active one stays
+    capsys.readouterr()
+    assert main(["list", *store[:-1]]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert listed == [["*", "rolled", str(one), *listed[0][3:]]]
+
+
+@pytest.mark.parametrize(
+    ("kept", "changed"),
+    [
+        ("RETURN tiny.predict_v3(", "RETURN elsewhere.predict_v3("),  # another database's function
+        ("RETURN tiny.score_v3(", "RETURN tiny.score_v2("),  # another version's
+        ("CREATE OR REPLACE FUNCTION tiny.label(", "CREATE OR REPLACE FUNCTION other.label("),
+        ("RETURNS INT RETURN", "RETURNS INT RETURN 1 + "),
+    ],
+)
+def test_activation_runs_only_the_switch_the_exporter_writes(kept, changed):
+    """The kept statements are read from a table anyone who can write the catalog can change: the
+    public functions switch only through statements of the form the export writes."""
+    from nnsql.export.registry.spark import public_statements
+    from nnsql.export.spark.generator import SparkGenerator
+    from tests.golden.graphs import tiny_graph
+
+    generator = SparkGenerator(tiny_graph(), "tiny", 3)
+    script = ";\n".join([*generator.statements(), *generator.public()]) + ";\n"
+    assert [match.group(0) for match in public_statements(script, "tiny", 3)] == generator.public()
+    assert kept in script
+    with pytest.raises(ExportError, match="does not read as the exporter wrote it"):
+        public_statements(script.replace(kept, changed), "tiny", 3)

@@ -28,6 +28,8 @@ ALTER_NUMERIC_CHARACTERS = re.compile(
 
 # What EXECUTE IMMEDIATE runs as PL/SQL (after any leading comments); other text is SQL or table DDL.
 DYNAMIC_PLSQL = re.compile(r"(\s|--[^\n]*\n)*(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?PACKAGE)\b", re.I)
+# The one DDL on packages a dynamic statement runs here: dropping a version's package.
+DROP_PACKAGE = re.compile(r'\s*DROP\s+PACKAGE\s+"?(\w+)"?\s*$', re.I)
 
 
 class Package:
@@ -103,6 +105,10 @@ class Session:
         if not DYNAMIC_PLSQL.match(text):
             if using:
                 raise ora(-1006, "bind variable does not exist")
+            if dropped := DROP_PACKAGE.match(text):
+                if self.packages.pop(dropped[1].upper(), None) is None:
+                    raise ora(-4043, f"object {dropped[1]} does not exist")
+                return
             self.store.execute_ddl(text.strip())
             return
         placeholders = list(dict.fromkeys(t.text for t in tokenize(text) if t.kind == "bind"))
