@@ -159,12 +159,7 @@ class RegistryStore:
 
     def version_row(self, name: str, version: int) -> dict[str, Any]:
         """One version's registry row, or an ExportError naming the versions there are."""
-        rows = self.versions(name)
-        for row in rows:
-            if row["version"] == version:
-                return row
-        there = ", ".join(str(row["version"]) for row in rows) or "none"
-        raise ExportError(f"{name} has no version {version} (versions: {there})")
+        return version_in(self.versions(name), name, version)
 
     def kept(self, name: str, version: int) -> tuple[str, Any, Any]:
         """The version's kept script, answer check and input spec."""
@@ -209,3 +204,12 @@ class RegistryStore:
 
     def discard(self) -> None:
         """Remove a staged version after a failure; a transactional store's rollback already has."""
+
+
+def version_in(rows: Sequence[dict[str, Any]], name: str, version: int) -> dict[str, Any]:
+    """The row of `version` among a model's registry rows, or an ExportError naming the versions there are."""
+    for row in rows:
+        if row["version"] == version:
+            return row
+    there = ", ".join(str(row["version"]) for row in rows) or "none"
+    raise ExportError(f"{name} has no version {version} (versions: {there})")

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ExportError
 from ..ir import graph as ir
+from ..publish.store import version_in
 from ..spark.generator import FUNCTIONS
 from ..spark.store import INSTALLS, MODELS, ROWS, SparkStore, spark_message, spec_rows
 from .checks import StoredCheck, from_document, require_agreement
@@ -70,12 +71,7 @@ class SparkVersions(SparkStore):
         ]
 
     def version_row(self, name: str, version: int) -> dict[str, Any]:
-        rows = self.versions(name)
-        for row in rows:
-            if row["version"] == version:
-                return row
-        there = ", ".join(str(row["version"]) for row in rows) or "none"
-        raise ExportError(f"{name} has no version {version} (versions: {there})")
+        return version_in(self.versions(name), name, version)
 
     def activate_version(self, name: str, version: int) -> None:
         """The version's own functions answer its kept check in Spark; only then do the public functions
