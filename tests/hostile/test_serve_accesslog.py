@@ -82,12 +82,7 @@ def served_repository(root: Path) -> Path:
 
 def test_a_flood_of_long_paths_does_not_grow_a_worker_whose_log_is_blocked(tmp_path):
     port = free_port()
-    reader, writer = os.pipe()
-    command = [sys.executable, "-m", "nnsql.serve", "--repo", str(served_repository(tmp_path))]
-    server = subprocess.Popen(
-        [*command, "--port", str(port), "--workers", "1"], cwd=REPO, stdout=writer, stderr=writer
-    )
-    os.close(writer)
+    server, reader = serving_into_a_pipe(tmp_path, port, workers=1)
     draining = None
     try:
         wait_ready(server, port)
@@ -110,6 +105,18 @@ def test_a_flood_of_long_paths_does_not_grow_a_worker_whose_log_is_blocked(tmp_p
         draining.join(10)
         os.close(reader)
     assert grown < GROWTH_MIB, f"the worker grew by {grown:.0f} MiB"
+
+
+def serving_into_a_pipe(root: Path, port: int, workers: int) -> tuple[subprocess.Popen, int]:
+    """`nnsql serve` of the iris repository, its output and errors written into a pipe; returns the
+    server and the pipe's reading end (the caller reads, or closes, it)."""
+    reader, writer = os.pipe()
+    command = [sys.executable, "-m", "nnsql.serve", "--repo", str(served_repository(root))]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", str(workers)], cwd=REPO, stdout=writer, stderr=writer
+    )
+    os.close(writer)
+    return server, reader
 
 
 def wait_ready(server: subprocess.Popen, port: int, seconds: float = 60) -> None:

@@ -7,16 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.conftest import REPO
 from tests.fixtures import free_port
-from tests.hostile.test_serve_accesslog import served_repository, wait_ready
+from tests.hostile.test_serve_accesslog import serving_into_a_pipe, wait_ready
 
 pytestmark = pytest.mark.slow
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
@@ -48,12 +46,7 @@ def replaced(server: subprocess.Popen, gone: int) -> int:
 
 def test_a_closed_log_pipe_stops_neither_serving_nor_restarts(tmp_path):
     port = free_port()
-    reader, writer = os.pipe()
-    command = [sys.executable, "-m", "nnsql.serve", "--repo", str(served_repository(tmp_path))]
-    server = subprocess.Popen(
-        [*command, "--port", str(port), "--workers", "2"], cwd=REPO, stdout=writer, stderr=writer
-    )
-    os.close(writer)
+    server, reader = serving_into_a_pipe(tmp_path, port, workers=2)
     try:
         wait_ready(server, port)
         os.close(reader)  # the log's reader goes away: every later write fails with EPIPE
