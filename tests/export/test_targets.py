@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests import models
-from tests.export.conftest import executor
+from tests.export.conftest import DATABASES
 from tests.export.executors import OracleScriptExecutor
 
 
@@ -76,8 +76,9 @@ def test_failed_parity_leaves_previous_version_scoring(target, cern_mlp_path, tm
     assert target.query("SELECT count(*) FROM nnsql.tensors WHERE version = 2") == [(0,)]
 
 
-def test_wrong_length_is_an_error_naming_the_expected_length(target, cern_mlp_path):
-    assert target.export(cern_mlp_path) == 0
+@pytest.mark.parametrize("kind", DATABASES)
+def test_wrong_length_is_an_error_naming_the_expected_length(published_mnist, kind):
+    target = published_mnist(kind)
     with pytest.raises(target.error, match="features must have 784 values, got 3"):
         target.query("SELECT mnist.score(?)", [[0.5, 0.5, 0.5]])
     with pytest.raises(target.error, match="features contains NULL values"):
@@ -103,8 +104,11 @@ def test_labels_come_from_metadata(target, tmp_path):
         (["--model", "missing/model.keras"], "model file not found"),
     ],
 )
-def test_bad_arguments_fail_before_touching_the_database(target, cern_mlp_path, capsys, args, message):
-    assert target.export(cern_mlp_path) == 0
+@pytest.mark.parametrize("kind", DATABASES)
+def test_bad_arguments_fail_before_touching_the_database(
+    published_mnist, kind, cern_mlp_path, capsys, args, message
+):
+    target = published_mnist(kind)
     before = target.snapshot()
     options = {"--model": str(cern_mlp_path), "--name": "mnist"} | dict(
         zip(args[::2], args[1::2], strict=True)
@@ -185,12 +189,13 @@ def array_text(target, values: list[str]) -> tuple[str, str]:
     return "{" + ",".join(values) + "}", "float8[]"
 
 
+@pytest.mark.parametrize("kind", DATABASES)
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "3.5e38", "-1e300"])
 def test_a_nan_infinite_or_beyond_float32_feature_is_an_error_naming_model_and_index(
-    target, cern_mlp_path, bad
+    published_mnist, kind, bad
 ):
     """The model's inputs are float32 (as in Keras and ONNX): a value it cannot hold is refused like NaN."""
-    assert target.export(cern_mlp_path) == 0
+    target = published_mnist(kind)
     values = ["0.5"] * 784
     values[5] = bad if target.target != "duckdb" else bad.lower().replace("infinity", "inf")
     text, cast = array_text(target, values)
@@ -199,15 +204,10 @@ def test_a_nan_infinite_or_beyond_float32_feature_is_an_error_naming_model_and_i
         target.query(f"SELECT mnist.score(?::{cast})", [text])
 
 
-@pytest.fixture(params=["postgres", "postgres+plpython"])
-def postgres_target(request, tmp_path):
-    return executor(request.param, request, tmp_path)
-
-
 @pytest.mark.postgres
-def test_postgres_arrays_indexed_from_zero_score_like_the_rest(postgres_target, cern_mlp_path):
-    target = postgres_target
-    assert target.export(cern_mlp_path) == 0
+@pytest.mark.parametrize("kind", ["postgres", "postgres+plpython"])
+def test_postgres_arrays_indexed_from_zero_score_like_the_rest(published_mnist, kind):
+    target = published_mnist(kind)
     row = np.random.default_rng(6).random(784)
     literal = "[0:783]={" + ",".join(repr(float(v)) for v in row) + "}"
     shifted = target.query("SELECT mnist.predict_proba(?::float8[])", [literal])[0][0]
