@@ -103,14 +103,27 @@ class ServeProcess:
         return self.output.read().decode(errors="replace")
 
     def wait_for_workers(self, count: int, seconds: float = 60) -> None:
-        """Until `count` workers said they loaded their models, plus a second for what follows."""
+        """Until `count` workers said they loaded their models and serve: each one's heartbeat in the run
+        directory says it is ready once its HTTP (and gRPC) servers listen (serve/liveness.py)."""
         import time
 
         deadline = time.monotonic() + seconds
-        while not all(f"[worker {i}] loaded" in self.log() for i in range(count)):
+        while not (
+            all(f"[worker {i}] loaded" in self.log() for i in range(count)) and self.serving() >= count
+        ):
             assert self.process.poll() is None and time.monotonic() < deadline, self.log()[-2000:]
-            time.sleep(0.2)
-        time.sleep(1)
+            time.sleep(0.05)
+
+    def serving(self) -> int:
+        """How many of the server's workers say, in their heartbeat, that they serve."""
+        from nnsql.serve.liveness import beat_path, read_beat
+
+        ready = 0
+        for pid in self.worker_pids():
+            run_dir = worker_run_dir(pid)
+            beat = read_beat(beat_path(run_dir, pid)) if run_dir else None
+            ready += bool(beat and beat[1])
+        return ready
 
     def worker_pids(self) -> list[int]:
         """The worker processes the server started (none when it serves in one process)."""
@@ -132,6 +145,22 @@ class ServeProcess:
         text = self.output.read().decode(errors="replace")
         self.output.close()
         return text
+
+
+def worker_run_dir(pid: int) -> Path | None:
+    """The run directory of the worker `pid`, from the settings its master gave it in its environment
+    (None once it has ended)."""
+    import json
+
+    from nnsql.serve.worker import ENVIRONMENT
+
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{ENVIRONMENT}=".encode()
+    settings = next((item[len(prefix) :] for item in environment if item.startswith(prefix)), None)
+    return Path(json.loads(settings)["app"]["RUN_DIR"]) if settings else None
 
 
 @pytest.fixture
