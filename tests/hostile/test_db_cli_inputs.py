@@ -85,6 +85,7 @@ def test_a_missing_keras_ops_module_is_the_files_problem(cern_mlp_path, tmp_path
         (f"export TOKEN='{SECRET}\n", "in the line that sets TOKEN"),
         (f"= {SECRET}\n", "the line is not shown"),
         (f"A B={SECRET}\n", "the line is not shown"),
+        (f"{SECRET}\n", "it is not shown"),  # a value wrapped onto a line of its own
     ],
 )
 def test_an_env_file_line_that_does_not_parse_never_shows_its_value(
