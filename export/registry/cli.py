@@ -95,6 +95,13 @@ def checked(args: argparse.Namespace) -> connection.Dsn | None:
     return dsn
 
 
+def printable(text: str) -> str:
+    """A cell on one line of the user's terminal: the registry and metadata.json are written by whoever
+    exported (or prepared the file), and a line break or terminal escape in a class name or source
+    would otherwise forge rows or drive the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """The versions as aligned columns; the active one marked *."""
     header = ("", "NAME", "VERSION", "KIND", "CLASSES", "PARITY", "ACTIVATABLE", "SOURCE")
@@ -103,18 +110,17 @@ def table(rows: list[dict[str, Any]]) -> str:
         classes = row["classes"] if isinstance(row["classes"], list) else json.loads(row["classes"] or "[]")
         difference = row["parity_max_abs_diff"]
         report = f"{row['parity_rows']} rows, {difference:.1e}" if difference is not None else "?"
-        lines.append(
-            (
-                "*" if row["active"] else "",
-                row["name"],
-                str(row["version"]),
-                row["output_kind"] or "probabilities",
-                ", ".join(map(str, classes))[:40],
-                report,
-                "yes" if row["activatable"] else "no (export again)",
-                str(row["source"] or ""),
-            )
+        cells = (
+            "*" if row["active"] else "",
+            str(row["name"]),
+            str(row["version"]),
+            str(row["output_kind"] or "probabilities"),
+            ", ".join(map(str, classes))[:40],
+            report,
+            "yes" if row["activatable"] else "no (export again)",
+            str(row["source"] or ""),
         )
+        lines.append(tuple(map(printable, cells)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
