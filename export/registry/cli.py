@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import cli, connection
-from ..errors import ExportError
+from ..errors import ExportError, printable
 from ..names import check_model_name
 from . import repository
 
@@ -95,17 +95,11 @@ def checked(args: argparse.Namespace) -> connection.Dsn | None:
     return dsn
 
 
-def printable(text: str) -> str:
-    """A cell on one line of the user's terminal: the registry and metadata.json are written by whoever
-    exported (or prepared the file), and a line break or terminal escape in a class name or source
-    would otherwise forge rows or drive the terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def table(rows: list[dict[str, Any]]) -> str:
-    """The versions as aligned columns; the active one marked *."""
+    """The versions as aligned columns; the active one marked *. Each cell is shown printable: the
+    registry and metadata.json hold text whoever exported (or prepared the file) chose."""
     header = ("", "NAME", "VERSION", "KIND", "CLASSES", "PARITY", "ACTIVATABLE", "SOURCE")
-    lines = [header]
+    lines: list[tuple[str, ...]] = [header]
     for row in rows:
         classes = row["classes"] if isinstance(row["classes"], list) else json.loads(row["classes"] or "[]")
         difference = row["parity_max_abs_diff"]
