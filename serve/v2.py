@@ -12,7 +12,13 @@ from nnsql.export.onnx.fileformat import kind_parameters
 from .errors import ScoringError
 from .handling import JSON_TYPES, infer, max_values, read_body, repository
 from .repository import LoadedModel
-from .tensors import HEADER_LENGTH, decode_v2_inputs, encode_v2_response, split_v2_request
+from .tensors import (
+    HEADER_LENGTH,
+    decode_v2_inputs,
+    encode_v2_response,
+    requested_outputs,
+    split_v2_request,
+)
 
 blueprint = Blueprint("v2", __name__)
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "model_repository", "statistics"]
@@ -76,8 +82,9 @@ def ready_model(name: str, version: str | None) -> LoadedModel:
 def run_v2(model: LoadedModel, request: Any, binary: bytes, protocol: str) -> tuple[dict, bytes]:
     """What every V2 transport does with a request (its JSON document and binary tensors): decode,
     infer through the batcher, encode. The response document, and the binary outputs it announces."""
-    outputs = infer(model, decode_v2_inputs(request, binary, model), protocol)
-    return encode_v2_response(model, request, outputs)
+    feeds = decode_v2_inputs(request, binary, model)
+    requested = requested_outputs(request, model)  # refused before the model runs, not after
+    return encode_v2_response(model, request, infer(model, feeds, protocol), requested)
 
 
 @blueprint.post("/v2/models/<name>/infer")

@@ -23,6 +23,7 @@ from typing import Any
 
 from nnsql import quiet
 from nnsql.serve import accesslog, rundir
+from nnsql.serve.coordination import printable
 from nnsql.serve.liveness import Heartbeat
 
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
@@ -73,11 +74,22 @@ def return_large_blocks() -> None:
         ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 
+class OneLine(logging.Formatter):
+    """Every message on one printable line: a name a writer of the repository chose (a model directory
+    named with a line break or a terminal escape) is shown escaped, so it can neither forge a log line
+    nor drive the operator's terminal. A traceback the server logs with a message keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return_large_blocks()
     settings = json.loads(os.environ[ENVIRONMENT])
-    logging.basicConfig(level=logging.INFO, format=f"[worker {settings['index']}] %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLine(f"[worker {settings['index']}] %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     listener = None
     if settings.get("access_log", False):  # written by a thread of its own, off the request path
         listener = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..frontend import float64
+from ..frontend.keras_errors import running
 from ..frontend.model import load_model, read_metadata
 from ..frontend.outputs import OutputKinds, output_kinds
 from ..ir import graph as ir
@@ -67,10 +68,9 @@ def prepare(
     rows, samples = request.sample_rows, request.samples_file
     sets = sample_sets(model, rows, metadata, samples, read.kinds, labels)
     reference = float64.predictor(model)  # before the export, which needs a called model
-    gates = [
-        (each.rows, each.gate(scores, request.tolerance, reference))
-        for each, scores in scored_sets(model, sets)
-    ]
+    with running(request.model_path):
+        scored = scored_sets(model, sets)
+    gates = [(each.rows, each.gate(scores, request.tolerance, reference)) for each, scores in scored]
     (last, gate), earlier = gates[-1], tuple(gates[:-1])
     signature = sets[0].graph or keras_signature(model, read, labels)
     checked = Checked[Signature](signature, metadata, last, gate, read, also=earlier)

@@ -4,6 +4,7 @@ predictions, the float64 reference on rows at scale: export/publish/gate.py). Wr
 from __future__ import annotations
 
 from ..frontend import float64
+from ..frontend.keras_errors import running
 from ..frontend.outputs import OutputKinds
 from ..ir import graph as ir
 from ..publish.gate import gate_for
@@ -21,7 +22,8 @@ def reference(
     model = loaded.model
     samples = sample_inputs(graph, loaded.metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
-    predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    with running(request.model_path):
+        predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
     gate = gate_for(
         graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import cli, connection
-from ..errors import ExportError
+from ..errors import ExportError, printable
 from ..names import check_model_name
 from . import repository
 
@@ -96,25 +96,25 @@ def checked(args: argparse.Namespace) -> connection.Dsn | None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The versions as aligned columns; the active one marked *."""
+    """The versions as aligned columns; the active one marked *. Each cell is shown printable: the
+    registry and metadata.json hold text whoever exported (or prepared the file) chose."""
     header = ("", "NAME", "VERSION", "KIND", "CLASSES", "PARITY", "ACTIVATABLE", "SOURCE")
-    lines = [header]
+    lines: list[tuple[str, ...]] = [header]
     for row in rows:
         classes = row["classes"] if isinstance(row["classes"], list) else json.loads(row["classes"] or "[]")
         difference = row["parity_max_abs_diff"]
         report = f"{row['parity_rows']} rows, {difference:.1e}" if difference is not None else "?"
-        lines.append(
-            (
-                "*" if row["active"] else "",
-                row["name"],
-                str(row["version"]),
-                row["output_kind"] or "probabilities",
-                ", ".join(map(str, classes))[:40],
-                report,
-                "yes" if row["activatable"] else "no (export again)",
-                str(row["source"] or ""),
-            )
+        cells = (
+            "*" if row["active"] else "",
+            str(row["name"]),
+            str(row["version"]),
+            str(row["output_kind"] or "probabilities"),
+            ", ".join(map(str, classes))[:40],
+            report,
+            "yes" if row["activatable"] else "no (export again)",
+            str(row["source"] or ""),
         )
+        lines.append(tuple(map(printable, cells)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines

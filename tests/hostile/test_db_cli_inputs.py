@@ -85,6 +85,7 @@ def test_a_missing_keras_ops_module_is_the_files_problem(cern_mlp_path, tmp_path
         (f"export TOKEN='{SECRET}\n", "in the line that sets TOKEN"),
         (f"= {SECRET}\n", "the line is not shown"),
         (f"A B={SECRET}\n", "the line is not shown"),
+        (f"{SECRET}\n", "it is not shown"),  # a value wrapped onto a line of its own
     ],
 )
 def test_an_env_file_line_that_does_not_parse_never_shows_its_value(
@@ -99,3 +100,41 @@ def test_an_env_file_line_that_does_not_parse_never_shows_its_value(
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: {path}:2: expected NAME=value") and shown in last
     assert not (tmp_path / "runs").exists()
+
+
+def with_layer_named(source: Path, target: Path, name: str) -> Path:
+    """A copy of a .keras archive whose layer 'hidden' is named `name` (which Keras's own checks let by)."""
+    with zipfile.ZipFile(source) as archive, zipfile.ZipFile(target, "w") as out:
+        for info in archive.infolist():
+            data = archive.read(info)
+            if info.filename == "config.json":
+                data = data.replace(b'"hidden"', json.dumps(name).encode())
+            out.writestr(info, data)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "shown"),
+    [
+        ("duckdb", 'out"; DROP TABLE y; --', "'out\"; DROP TABLE y; --' is not a valid scope name"),
+        ("duckdb", "out\u202e\x00x", "'out\\u202e\\x00x' is not a valid scope name"),
+        ("onnx", "o-u.t>x\\y", "Node name contains invalid characters"),
+    ],
+)
+def test_a_layer_name_tensorflow_cannot_run_is_the_files_problem(
+    cern_mlp_path, tmp_path, capsys, target, name, shown
+):
+    """Names are data: the SQL targets make their own identifiers of them. A name TensorFlow refuses as
+    a scope or node name ended the export in a traceback from Keras's predict."""
+    model = with_layer_named(cern_mlp_path, tmp_path / "named.keras", name)
+    store = (
+        ["--db", str(tmp_path / "models.duckdb")]
+        if target == "duckdb"
+        else ["--repo", str(tmp_path / "repo")]
+    )
+    argv = ["export", target, "--model", str(model), "--name", "m", "--quiet", *store]
+    assert nnsql_cli.main(argv) == 2
+    err = one_line(capsys)
+    assert err.startswith(f"error: Keras cannot run the model in {model}: ") and shown in err, err
+    assert err.isprintable()
+    assert not (tmp_path / "models.duckdb").exists() and not (tmp_path / "repo" / "m").exists()

@@ -175,7 +175,7 @@ def test_env_files_follow_dotenv(tmp_path, text, expected):
         ("TF_CONFIG={}\n", "2: TF_CONFIG is set by spawn"),
         ("TF_USE_LEGACY_KERAS=0\n", "choose the Keras with --keras"),
         ('A="unterminated\n', "2: expected NAME=value"),
-        ("LONELY\n", "2: LONELY has no value"),
+        ("LONELY\n", "2: expected NAME=value; the line has no '='"),
     ],
 )
 def test_env_files_may_not_override_what_spawn_sets(tmp_path, capsys, monkeypatch, text, message):

@@ -2,9 +2,10 @@
 after a value, escapes in double quotes), as Docker Compose and most tools read a `.env` file. Values are
 taken literally (no `${VAR}` expansion from this machine's environment).
 
-A line dotenv cannot parse, a name without a value, and a name spawn sets itself (NNSQL_OUTPUT_DIR,
+A line dotenv cannot parse, a line without `=`, and a name spawn sets itself (NNSQL_OUTPUT_DIR,
 TF_CONFIG, ...: manifests.RESERVED_ENV) are refused with one line naming the file and line, and the
-variable when the line starts with a name: never its value, which may be a secret.
+variable when the line starts with a name: never its value, which may be a secret. A line without `=`
+is not shown at all: dotenv reads it as a name, but it is as often a value on a line of its own.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ def read(path: Path) -> dict[str, str]:
             raise ValueError(f"{path}:{line}: expected NAME=value{unparsed(binding.original.string)}")
         if binding.key is None:  # a comment or a blank line
             continue
-        if binding.value is None:
-            raise ValueError(f"{path}:{line}: {binding.key} has no value (write {binding.key}=...)")
+        if binding.value is None:  # the whole line, which may be a secret (a value on a line of its own)
+            raise ValueError(
+                f"{path}:{line}: expected NAME=value; the line has no '=' "
+                "(it is not shown: it may hold a secret)"
+            )
         if binding.key in RESERVED_ENV:
             hint = "; choose the Keras with --keras" if binding.key == "TF_USE_LEGACY_KERAS" else ""
             raise ValueError(f"{path}:{line}: {binding.key} is set by spawn and cannot be overridden{hint}")
