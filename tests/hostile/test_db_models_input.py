@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -55,5 +54,5 @@ def test_a_directory_of_many_entries_is_listed_up_to_the_bound(tmp_path, capsys)
 
 @pytest.mark.parametrize("label", ["\x1b[2Jb", "b\0", "b\u202e"])
 def test_stored_names_with_control_characters_are_not_carried(label):
-    with pytest.raises(ExportError, match="cannot be kept.*pass --classes"):
+    with pytest.raises(ExportError, match=r"cannot be kept.*pass --classes"):
         carried_classes("probabilities", 2, (), (3, ["a", label]))

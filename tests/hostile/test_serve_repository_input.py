@@ -28,10 +28,8 @@ SPECS = {
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
     "outputs": [{"name": "probs", "datatype": "FP32", "shape": [-1, 3]}],
 }
-TWICE_CONFIG = IRIS_CONFIG.replace(
-    'input [ { name: "x"  data_type: TYPE_FP32  dims: [ 4 ] } ]',
-    'input [ { name: "x"  data_type: TYPE_FP32  dims: [ 4 ] }, { name: "x"  data_type: TYPE_FP32  dims: [ 4 ] } ]',
-)
+X = '{ name: "x"  data_type: TYPE_FP32  dims: [ 4 ] }'
+TWICE_CONFIG = IRIS_CONFIG.replace(f"input [ {X} ]", f"input [ {X}, {X} ]")
 
 
 def triton_model(repo: Path, name: str, labels: str = "a\nb\nc\n", config: str = IRIS_CONFIG) -> Path:
@@ -161,7 +159,7 @@ def test_a_fifo_is_looked_at_not_opened(tmp_path):
     thread.start()
     waiting(thread)
     try:
-        with pytest.raises(InvalidVersion, match="labels.txt: not a regular file"):
+        with pytest.raises(InvalidVersion, match=r"labels\.txt: not a regular file"):
             read_regular(fifo, 1024, within=tmp_path)
         assert not opened.wait(1.0), "the reader opened the FIFO"
     finally:
