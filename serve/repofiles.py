@@ -28,17 +28,17 @@ def open_regular(path: Path, *, follow: bool = True) -> int:
     between the look and the open can slip another file in; elsewhere the open is checked to be of the
     file looked at. `follow=False` refuses a link (O_NOFOLLOW)."""
     nofollow = 0 if follow else os.O_NOFOLLOW
-    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow
+    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd"):
         handle = os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow)
         try:
-            refuse_irregular(os.fstat(handle))
-            return os.open(f"/proc/self/fd/{handle}", reading)
+            refuse_irregular(os.fstat(handle))  # a link itself (not followed) is refused here
+            return os.open(f"/proc/self/fd/{handle}", reading)  # /proc's entry is a link: followed
         finally:
             os.close(handle)
     before = os.stat(path, follow_symlinks=follow)
     refuse_irregular(before)
-    descriptor = os.open(path, reading)
+    descriptor = os.open(path, reading | nofollow)
     opened = os.fstat(descriptor)
     if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
         os.close(descriptor)

@@ -65,20 +65,20 @@ def regular_bytes(path: Path, *, follow: bool = True) -> bytes:
     the file then opened, through /proc; elsewhere the open is checked against the look. `follow=False`
     refuses a link. OSError otherwise (the same construction as serve/repofiles.py's open_regular)."""
     nofollow = 0 if follow else os.O_NOFOLLOW
-    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow
+    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd"):
         handle = os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow)
         try:
             if not stat.S_ISREG(os.fstat(handle).st_mode):
                 raise OSError(f"{path.name}: not a regular file")
-            descriptor = os.open(f"/proc/self/fd/{handle}", reading)
+            descriptor = os.open(f"/proc/self/fd/{handle}", reading)  # /proc's entry is a link: followed
         finally:
             os.close(handle)
     else:
         before = os.stat(path, follow_symlinks=follow)
         if not stat.S_ISREG(before.st_mode):
             raise OSError(f"{path.name}: not a regular file")
-        descriptor = os.open(path, reading)
+        descriptor = os.open(path, reading | nofollow)
         if not os.path.samestat(before, os.fstat(descriptor)):
             os.close(descriptor)
             raise OSError(f"{path.name}: replaced while it was opened")

@@ -176,5 +176,9 @@ def test_an_active_file_that_is_a_link_is_not_followed(tmp_path):
     repository = ModelRepository(tmp_path, poll_seconds=0).start()
     try:
         assert sorted(repository.models["m"]) == [1, 2]  # the link read as no choice: both served
+        (model_dir / "active").unlink()
+        (model_dir / "active").write_text("1\n")  # as `nnsql models activate` writes it
+        repository.scan()
+        assert sorted(repository.models["m"]) == [1]
     finally:
         repository.close()
