@@ -26,12 +26,13 @@ from typing import Any
 
 from . import tritonrepo
 from .errors import capped
-from .repofiles import read_regular
+from .repofiles import MAX_ENTRIES, listed, read_regular
 from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
+NO_VERSION = "no version directory holds both model.onnx and metadata.json"
 ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
 
@@ -47,7 +48,7 @@ def stamp_of(path: Path) -> tuple:
     """What changes when a version directory's files are replaced: their names and modification times."""
     try:
         if path.is_dir():
-            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in path.iterdir()))
+            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in listed(path)[0]))
         return (path.stat().st_mtime_ns,)
     except OSError:
         return ()
@@ -60,10 +61,11 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def read_text(path: Path, limit: int = 64) -> str:
-    """A small file's text, or "" when it is missing, too large, not UTF-8 or not a regular file (a FIFO
-    named `active` would block every scan)."""
+    """A small file's text, or "" when it is missing, too large, not UTF-8, a link (`nnsql models`
+    writes it by a rename, never as one) or not a regular file (a FIFO named `active` would block every
+    scan)."""
     try:
-        return read_regular(path, limit).decode()
+        return read_regular(path, limit, follow=False).decode()
     except (InvalidVersion, UnicodeDecodeError):
         return ""
 
@@ -109,7 +111,7 @@ class Scanner:
         triton = config is not None
         model_file = tritonrepo.model_file(config) if triton else "model.onnx"
         numbers = set()
-        for entry in model_dir.iterdir():
+        for entry in self.entries(model_dir):
             number = version_number(entry.name)
             if entry.name == ACTIVE_FILE or entry.name.startswith((f".{ACTIVE_FILE}.", ".removing-")):
                 continue  # the active file, being written, and a version being removed
@@ -119,10 +121,37 @@ class Scanner:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
             elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
                 numbers.add(number)
-        if triton:
-            numbers = tritonrepo.served_versions(config, numbers)
+        served = tritonrepo.served_versions(config, numbers) if triton else numbers
+        self.note_empty(model_dir.name, numbers, served, config)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
-        return {active} if active in numbers else numbers
+        return {active} if active in served else served
+
+    def note_empty(self, name: str, present: set[int], served: set[int], config: Any) -> None:
+        """Why a model serves no version, for the index and a load's answer: none is complete, or its
+        config's version policy excludes every one present (not a missing file)."""
+        if served:
+            self.problems.pop(name, None)
+        elif present:
+            self.problems[name] = capped(
+                f"{tritonrepo.CONFIG_FILE}: its version_policy ({tritonrepo.policy_text(config)}) excludes "
+                f"every version present ({', '.join(map(str, sorted(present)))})"
+            )
+        elif config is not None:
+            self.problems[name] = f"no version directory holds {tritonrepo.model_file(config)}"
+        else:
+            self.problems[name] = NO_VERSION
+
+    def entries(self, directory: Path) -> list[Path]:
+        """At most MAX_ENTRIES of the directory's entries; more are left out, said once."""
+        entries, more = listed(directory)
+        if more:
+            self.say_once(
+                directory,
+                logging.WARNING,
+                f"{directory} holds more than {MAX_ENTRIES} entries: only {MAX_ENTRIES} of them are read",
+                stamp=("more than", MAX_ENTRIES),
+            )
+        return entries
 
     def triton_config(self, model_dir: Path) -> Any:
         """A Triton model's configuration, or False when it cannot be served (said once, in one line)."""
@@ -142,7 +171,7 @@ class Scanner:
     def present(self) -> dict[str, set[int]]:
         if not self.root.is_dir():
             return {}
-        models = sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        models = sorted(p for p in self.entries(self.root) if p.is_dir() and not p.name.startswith("."))
         found = {}
         for model_dir in models:
             try:
@@ -156,7 +185,7 @@ class Scanner:
         model_dir = self.root / name
         if not tritonrepo.is_triton(model_dir):
             return stamp_of(model_dir / str(number))
-        files = tuple((p.name, stamp_of(p)) for p in sorted(model_dir.iterdir()) if p.is_file())
+        files = tuple((p.name, stamp_of(p)) for p in sorted(listed(model_dir)[0]) if p.is_file())
         return (stamp_of(model_dir / str(number)), files)
 
     def plan(self, leave_out: set[str]) -> Plan:
@@ -280,7 +309,7 @@ class Coordinator:
                 reasons = [
                     f"{key}: {why}" for key, why in commit["failed"].items() if key.startswith(f"{name}/")
                 ]
-                message = "; ".join(reasons) or "no version directory holds both model.onnx and metadata.json"
+                message = "; ".join(reasons) or self.scanner.problems.get(name, NO_VERSION)
                 answer = {"ok": False, "status": 400, "message": f"failed to load {name!r}: {message}"}
             self.done(request_id, answer)
         self.waiting = still

@@ -6,7 +6,6 @@ worker. Kept free of Flask, numpy and onnxruntime imports: it starts in a blink 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -21,11 +20,12 @@ from typing import Any
 
 from nnsql.files import import_root
 
-from . import rundir
+from . import oplog, rundir
 from .coordination import Coordinator
 from .gate import read_admin_key, read_api_keys
 from .listening import StartError, listen, probe, spread
 from .liveness import Watch, beat_path
+from .oplog import say
 from .worker import ENVIRONMENT
 
 REPO_ROOT = import_root()
@@ -34,13 +34,6 @@ STABLE = 60.0  # seconds: a worker that served this long before it died is start
 MAX_BACK_OFF = 30.0  # seconds between starts of a worker that keeps dying after it served
 WATCH_EVERY = 1.0  # seconds between looks at the workers' heartbeats
 STOP_GRACE = 10.0  # seconds running requests get to finish on shutdown
-
-
-def say(line: str, stream: Any = None) -> None:
-    """A line for the operator. An output that went away (its reader closed the pipe, a full disk) must
-    not stop the server: the line is lost, the workers keep serving and are still restarted."""
-    with contextlib.suppress(OSError, ValueError):  # ValueError: a stream closed after a failure
-        print(line, file=stream or sys.stderr, flush=True)
 
 
 def check_start(args: argparse.Namespace) -> list[socket.socket]:
@@ -145,6 +138,7 @@ class Master:
 
     def run(self) -> int:
         raise_file_limit()
+        oplog.start()  # from here on, a log output nobody reads cannot stall the master
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.request_stop)
         self.coordinator.plan()
@@ -167,6 +161,7 @@ class Master:
                 self.tick(live)
         finally:
             self.stop_all()
+            oplog.stop()
         return status
 
     def tick(self, live: list[int]) -> None:

@@ -23,14 +23,22 @@ from nnsql.export.onnx.fileformat import kind_of
 
 from . import tritonrepo
 from .batching import Batcher
-from .coordination import Plan, Scanner, read_json, read_plan, stamp_of, version_number, write_json
+from .coordination import (
+    NO_VERSION,
+    Plan,
+    Scanner,
+    read_json,
+    read_plan,
+    stamp_of,
+    version_number,
+    write_json,
+)
 from .errors import ScoringError, bad_request, capped, not_found
 from .snapshot import take as take_snapshot
 from .validation import bounded, check_version
 
 LOG = logging.getLogger("nnsql.serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds
-NO_VERSION = "no version directory holds both model.onnx and metadata.json"
 
 
 @dataclass

@@ -158,6 +158,19 @@ def served_versions(config: Any, numbers: set[int]) -> set[int]:
     return set(sorted(numbers)[-count:])
 
 
+def policy_text(config: Any) -> str:
+    """The version policy as config.pbtxt spells it, for a reason given to a client."""
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "specific":
+        shown = ", ".join(str(v) for v in list(policy.specific.versions)[:20])
+        more = " ..." if len(policy.specific.versions) > 20 else ""
+        return f"specific: versions [{shown}{more}]"
+    if choice == "latest":
+        return f"latest: {max(1, policy.latest.num_versions)}"
+    return "all" if choice == "all" else "latest: 1"
+
+
 def tensor_specs(tensors: Any, batched: bool, role: str) -> list[dict]:
     """config inputs or outputs as the repository's tensor specs: dims behind a batch dimension when
     max_batch_size > 0; with 0, the dims themselves, whose first one must be variable (-1)."""

@@ -3,6 +3,7 @@ graph. A version that fails is never served; the one before it keeps serving."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,22 +28,56 @@ V2_DATATYPES: dict[str, np.dtype] = {
 }
 
 
+# Labels are echoed in every classification answer (top-k of each row): a label of a megabyte, or
+# millions of them, would make small requests cost large answers. nnsql export writes at most 200
+# characters; Triton's own label files hold short names.
+MAX_LABEL_CHARS = 256
+MAX_LABELS = 100_000
+# Unicode categories no label may hold: control characters (NUL, line breaks, terminal escapes), format
+# characters (bidirectional overrides) and line or paragraph separators. The exporter refuses the same.
+UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
+
+
 class InvalidVersion(ValueError):
     """The version's files are there but cannot be served; the message says why, in one line."""
+
+
+def check_labels(labels: Any, where: str) -> list[str]:
+    """Class labels as a version may declare them: strings, at most MAX_LABELS of at most
+    MAX_LABEL_CHARS characters each, with no control character; InvalidVersion naming the first bad one."""
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise InvalidVersion(f"{where} must be a list of strings")
+    if len(labels) > MAX_LABELS:
+        raise InvalidVersion(f"{where} holds {len(labels)} labels, more than {MAX_LABELS}")
+    for index, label in enumerate(labels):
+        if len(label) > MAX_LABEL_CHARS:
+            raise InvalidVersion(f"{where}: label {index} is longer than {MAX_LABEL_CHARS} characters")
+        if any(unicodedata.category(character) in UNPRINTABLE for character in label):
+            raise InvalidVersion(f"{where}: label {index} holds a control character")
+    return labels
 
 
 def check_tensor_specs(specs: Any, role: str) -> list[dict]:
     if not isinstance(specs, list) or not specs:
         raise InvalidVersion(f"metadata '{role}' must be a non-empty list")
+    seen: set[str] = set()
     for spec in specs:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise InvalidVersion(f"every metadata '{role}' entry needs a string 'name'")
+        if spec["name"] in seen:  # a request's tensor would match either: never the last one silently
+            raise InvalidVersion(f"{role.removesuffix('s')} {capped_name(spec['name'])} is declared twice")
+        seen.add(spec["name"])
         shape = spec.get("shape")
         if not isinstance(shape, list) or not all(type(d) is int and d >= -1 for d in shape):
             raise InvalidVersion(f"{role} {spec['name']!r}: 'shape' must be a list of integers (-1 for any)")
         if spec.get("datatype") not in V2_DATATYPES:
             raise InvalidVersion(f"{role} {spec['name']!r}: unknown datatype {spec.get('datatype')!r}")
     return specs
+
+
+def capped_name(name: str) -> str:
+    """A tensor name quoted in a reason: escaped, and at most 60 characters of it."""
+    return repr(name[:60] + ("..." if len(name) > 60 else ""))
 
 
 def onnx_shape(argument: Any) -> list[int]:
@@ -71,9 +106,12 @@ def check_version(metadata: Any, session: Any) -> dict:
         raise InvalidVersion("metadata.json must hold an object")
     inputs = check_tensor_specs(metadata.get("inputs"), "inputs")
     outputs = check_tensor_specs(metadata.get("outputs"), "outputs")
-    classes = metadata.get("classes", [])
-    if not isinstance(classes, list) or not all(isinstance(label, str) for label in classes):
-        raise InvalidVersion("metadata 'classes' must be a list of strings")
+    output_labels = metadata.get("output_labels", {})  # a Triton model's label files
+    if not isinstance(output_labels, dict):
+        raise InvalidVersion("metadata 'output_labels' must map output names to their labels")
+    for output, labels in output_labels.items():
+        check_labels(labels, f"the labels of output {capped_name(output)}")
+    check_labels(metadata.get("classes", []), "metadata 'classes'")
     kinds = metadata.get("output_kinds", ["probabilities"] * len(outputs))
     if not isinstance(kinds, list) or len(kinds) != len(outputs) or any(k not in KINDS for k in kinds):
         raise InvalidVersion(f"metadata 'output_kinds' must list one of {', '.join(KINDS)} per output")

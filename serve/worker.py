@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nnsql import quiet
-from nnsql.serve import accesslog, rundir
+from nnsql.serve import accesslog, oplog, rundir
 from nnsql.serve.coordination import printable
 from nnsql.serve.liveness import Heartbeat
 
@@ -87,9 +87,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return_large_blocks()
     settings = json.loads(os.environ[ENVIRONMENT])
-    handler = logging.StreamHandler()
-    handler.setFormatter(OneLine(f"[worker {settings['index']}] %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    line_format = f"[worker {settings['index']}] %(message)s"
+    oplog.start(logging.INFO, formatter=OneLine(line_format))  # never waits for stderr
     listener = None
     if settings.get("access_log", False):  # written by a thread of its own, off the request path
         listener = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")
@@ -111,6 +110,7 @@ def main() -> int:
     finally:
         if listener is not None:
             accesslog.stop(listener)  # every queued line written before the worker ends
+        oplog.stop()
         rundir.leave(run_dir, share)  # removes the run directory if the master was killed
     return 0
 

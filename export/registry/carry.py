@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ExportError
+from ..frontend.model import check_labels
 from ..ir.kinds import check_classes, class_count
 
 
@@ -23,6 +24,11 @@ def carried_classes(
     if given or previous is None or not named(previous[1]):
         return check_classes(kind, units, tuple(given))
     version, labels = previous[0], tuple(previous[1])
+    try:  # the stored names are checked as --classes would be: another writer may have put them there
+        check_labels(list(labels))
+    except ExportError as error:
+        kept = f"version {version}'s class names cannot be kept"
+        raise ExportError(f"{kept}: {error}; pass --classes") from None
     wanted = class_count(kind, units)
     if len(labels) != wanted:
         raise ExportError(

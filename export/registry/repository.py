@@ -9,11 +9,14 @@ file every version is served and the newest answers by default.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
 import secrets
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +24,77 @@ import numpy as np
 
 from ..errors import ExportError
 from ..onnx.fileformat import METADATA_FILE, MODEL_FILE
-from ..onnx.repository import versions
 from .checks import from_document, require_agreement
 
 ACTIVE_FILE = "active"
 CHECK_FILE = "check.json"
+# Entries read from one directory: a model directory of a million entries (or a repository of a million
+# models) costs a listing no more than this many, as it costs `nnsql serve`'s scan.
+MAX_ENTRIES = 10_000
+MAX_VERSION_DIGITS = 18  # as serve reads them: int() of thousands of digits is refused
 
 
-def regular_text(path: Path) -> str:
-    """A file's text, read only if it is a regular file: a FIFO another writer of a shared repository
-    left in its place would block the open, and the command, for ever. OSError otherwise."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+def entry_names(directory: Path) -> list[str]:
+    """At most MAX_ENTRIES names of the directory's entries; when it holds more, one warning line."""
+    with os.scandir(directory) as entries:
+        names = [entry.name for entry in itertools.islice(entries, MAX_ENTRIES + 1)]
+    if len(names) > MAX_ENTRIES:
+        warn_once(str(directory))
+    return names[:MAX_ENTRIES]
+
+
+@functools.cache
+def warn_once(directory: str) -> None:
+    shown = directory.encode("unicode_escape").decode("ascii")
+    read = f"only {MAX_ENTRIES} are read"
+    print(f"warning: {shown} holds more than {MAX_ENTRIES} entries: {read}", file=sys.stderr)
+
+
+def versions(model_dir: Path) -> list[int]:
+    """The version numbers among the first MAX_ENTRIES entries of the model's directory."""
+    if not model_dir.is_dir():
+        return []
+    names = entry_names(model_dir)
+    return sorted(int(n) for n in names if n.isascii() and n.isdigit() and len(n) <= MAX_VERSION_DIGITS)
+
+
+def regular_bytes(path: Path, *, follow: bool = True) -> bytes:
+    """A file's bytes, read only if it is a regular file, looked at before it is opened: a FIFO another
+    writer of a shared repository left in its place would block the command for ever (or wake a writer
+    waiting on it), and opening a device can act. On Linux the file looked at (O_PATH opens nothing) is
+    the file then opened, through /proc; elsewhere the open is checked against the look. `follow=False`
+    refuses a link. OSError otherwise (the same construction as serve/repofiles.py's open_regular)."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd"):
+        handle = os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow)
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise OSError(f"{path.name}: not a regular file")
+            descriptor = os.open(f"/proc/self/fd/{handle}", reading)  # /proc's entry is a link: followed
+        finally:
+            os.close(handle)
+    else:
+        before = os.stat(path, follow_symlinks=follow)
+        if not stat.S_ISREG(before.st_mode):
             raise OSError(f"{path.name}: not a regular file")
-        return file.read().decode()
+        descriptor = os.open(path, reading | nofollow)
+        if not os.path.samestat(before, os.fstat(descriptor)):
+            os.close(descriptor)
+            raise OSError(f"{path.name}: replaced while it was opened")
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read()
+
+
+def regular_text(path: Path, *, follow: bool = True) -> str:
+    return regular_bytes(path, follow=follow).decode()
 
 
 def active_version(model_dir: Path) -> int | None:
     """The version `active` names, else the newest complete one (None: no version)."""
     complete = [v for v in versions(model_dir) if (model_dir / str(v) / METADATA_FILE).is_file()]
     try:
-        named = int(regular_text(model_dir / ACTIVE_FILE).strip())
+        named = int(regular_text(model_dir / ACTIVE_FILE, follow=False).strip())
     except (OSError, ValueError):
         named = None
     if named in complete:
@@ -86,7 +138,7 @@ def metadata_of(model_dir: Path, version: int) -> dict[str, Any]:
 
 def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
     """Rows like a database registry's: every version of `name` (or of every model)."""
-    names = [name] if name else sorted(p.name for p in repo.iterdir() if p.is_dir() and p.name[0] != ".")
+    names = [name] if name else sorted(n for n in entry_names(repo) if n[0] != "." and (repo / n).is_dir())
     rows = []
     for model in names:
         model_dir = model_dir_of(repo, model)
@@ -122,7 +174,11 @@ def check_version(model_dir: Path, version: int) -> None:
             f"{model_dir.name} version {version} was published before versions kept their answer check: "
             "export it again to activate it"
         )
-    check = from_document(check_file.read_text())
+    try:
+        check = from_document(regular_text(check_file))
+    except (OSError, UnicodeDecodeError) as error:
+        what = f"the answer check of {model_dir.name} version {version}"
+        raise ExportError(f"cannot read {what}: {error}") from None
     scores = session_predict(load_session(model_dir / str(version) / MODEL_FILE), check.inputs)
     kind = (metadata.get("output_kinds") or ["probabilities"])[0]
     units = int(metadata["outputs"][0]["shape"][-1])

@@ -3,7 +3,10 @@
 -- Runs the version's answer check again in the database (the rows and answers its export checked,
 -- kept in nnsql_check_rows), and only then switches the entry package and the registry's active flags.
 -- Definer's rights: it runs as the schema that owns the models, as the export does; grant EXECUTE on it
--- only to whoever may switch versions. Created by every export; safe to run again.
+-- only to whoever may switch versions. Every call it builds names that schema ($$PLSQL_UNIT_OWNER,
+-- checked by DBMS_ASSERT), so a synonym or package of the same name elsewhere (a public synonym for a
+-- version's package that was dropped) is never what runs with its rights. Created by every export; safe
+-- to run again.
 CREATE OR REPLACE PACKAGE nnsql_admin AUTHID DEFINER AS
     PROCEDURE activate(p_model IN VARCHAR2, p_version IN NUMBER);
 END nnsql_admin;
@@ -13,7 +16,7 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
     -- (DBMS_ASSERT), in double quotes. Anything else is refused before any statement is built.
     FUNCTION identifier(p_name IN VARCHAR2) RETURN VARCHAR2 IS
     BEGIN
-        RETURN DBMS_ASSERT.ENQUOTE_NAME(DBMS_ASSERT.SIMPLE_SQL_NAME(p_name));
+        RETURN SYS.DBMS_ASSERT.ENQUOTE_NAME(SYS.DBMS_ASSERT.SIMPLE_SQL_NAME(p_name));
     EXCEPTION WHEN OTHERS THEN
         IF SQLCODE = -44003 THEN
             RAISE_APPLICATION_ERROR(-20030, 'nnsql_admin.activate: not a model name nnsql exports (a letter, '
@@ -22,11 +25,17 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
         RAISE;
     END identifier;
 
+    -- The schema that owns this package and the models' packages, quoted: the qualifier of every call.
+    FUNCTION owner RETURN VARCHAR2 IS
+    BEGIN
+        RETURN SYS.DBMS_ASSERT.ENQUOTE_NAME(SYS.DBMS_ASSERT.SCHEMA_NAME($$PLSQL_UNIT_OWNER), FALSE);
+    END owner;
+
     -- The version's answer check, in its own package; an error other than the check's own refusal (a
     -- package that cannot run, or one published before the check was kept) refuses as well.
     PROCEDURE check_version(p_package IN VARCHAR2, p_unit IN VARCHAR2) IS
     BEGIN
-        EXECUTE IMMEDIATE 'BEGIN ' || p_package || '.check_stored; END;';
+        EXECUTE IMMEDIATE 'BEGIN ' || owner || '.' || p_package || '.check_stored; END;';
     EXCEPTION WHEN OTHERS THEN
         IF SQLCODE >= -20999 AND SQLCODE <= -20000 THEN RAISE; END IF;
         RAISE_APPLICATION_ERROR(-20033, 'nnsql_admin.activate: ' || p_unit || ' cannot run its answer check ('
@@ -40,7 +49,8 @@ CREATE OR REPLACE PACKAGE BODY nnsql_admin AS
         ddl    CLOB;
         wanted VARCHAR2(32767);
     BEGIN
-        EXECUTE IMMEDIATE 'BEGIN :ddl := ' || p_package || '.entry_ddl(:part); END;' USING OUT ddl, IN p_part;
+        EXECUTE IMMEDIATE 'BEGIN :ddl := ' || owner || '.' || p_package || '.entry_ddl(:part); END;'
+            USING OUT ddl, IN p_part;
         wanted := 'CREATE OR REPLACE PACKAGE ' || CASE WHEN p_part = 2 THEN 'BODY ' END
             || REPLACE(p_entry, '"') || ' ';
         IF UPPER(SUBSTR(ddl, 1, LENGTH(wanted))) <> wanted THEN

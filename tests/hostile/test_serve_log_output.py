@@ -65,3 +65,38 @@ def test_a_closed_log_pipe_stops_neither_serving_nor_restarts(tmp_path):
             os.close(reader)
         server.terminate()
         server.wait(30)
+
+
+def fill(pid: int) -> None:
+    """Fill the pipe the process writes its errors into, as a reader that stopped reading leaves it. A
+    description of the pipe of our own (opened anew) is non-blocking without touching the server's."""
+    descriptor = os.open(f"/proc/{pid}/fd/2", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(descriptor, b"#" * 4096)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def test_a_log_pipe_nobody_reads_stalls_neither_restarts_nor_a_new_worker(tmp_path):
+    """The master used to block in its next line (`worker 0 ended ...`), and a new worker in its first
+    log record: nothing was restarted, and once the other worker died too nothing answered."""
+    port = free_port()
+    server, reader = serving_into_a_pipe(tmp_path, port, workers=2)
+    try:
+        wait_ready(server, port)
+        fill(server.pid)
+        first, second = sorted(workers(server.pid))
+        os.kill(first, signal.SIGKILL)
+        replaced(server, first)
+        os.kill(second, signal.SIGKILL)
+        deadline = time.monotonic() + RESTART_SECONDS
+        while not answered(port):
+            assert server.poll() is None and time.monotonic() < deadline, "nothing answers"
+            time.sleep(0.2)
+    finally:
+        os.close(reader)  # the log's reader goes away: every blocked write ends (EPIPE)
+        server.terminate()
+        server.wait(30)

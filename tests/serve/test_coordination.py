@@ -239,17 +239,17 @@ def test_a_model_directory_removed_during_a_scan_does_not_stop_the_master__fake_
     """`rm -rf model_repository/old` while the master scans: the directory is listed, then gone when its
     versions are read. FileNotFoundError went up to the master, which stopped the whole server (seen
     with a directory moved in and out 142,000 times). The race is forced here by a fake listing."""
-    from pathlib import Path
+    from nnsql.serve import coordination
 
     shutil.copytree(own_repo / "mnist", own_repo / "going")
-    listing = Path.iterdir
+    listing = coordination.listed
 
-    def vanishing(path):
+    def vanishing(path, *args):
         if path.name == "going":
             raise FileNotFoundError(2, "No such file or directory", str(path))
-        return listing(path)
+        return listing(path, *args)
 
-    monkeypatch.setattr(Path, "iterdir", vanishing)
+    monkeypatch.setattr(coordination, "listed", vanishing)
     coordinator = Coordinator(own_repo, tmp_path / "state", poll_seconds=0)
     coordinator.plan()
     assert sorted(coordinator.planned or {}) == ["mixed", "mnist"]

@@ -42,6 +42,12 @@ def enquote_name(text: Any, capitalize: Any = True) -> str:
     return quoted
 
 
+def schema_name(text: Any, schemas: set[str]) -> str:
+    if text not in schemas:
+        raise ora(-44001, "invalid schema")
+    return text
+
+
 FUNCTIONS: dict[str, Callable[..., str]] = {
     "SIMPLE_SQL_NAME": simple_sql_name,
     "ENQUOTE_NAME": enquote_name,
@@ -49,7 +55,12 @@ FUNCTIONS: dict[str, Callable[..., str]] = {
 
 
 def dbms_assert_call(compiler: Any, name: str, args: list) -> Callable[[], str]:
-    """DBMS_ASSERT.<name>(args) with positional arguments."""
+    """DBMS_ASSERT.<name>(args) with positional arguments; SCHEMA_NAME knows the session's schema (and
+    SYS, PUBLIC) as the schemas that exist."""
+    if name == "SCHEMA_NAME":
+        (value,) = [compiler.expression(arg) for _, arg in args]
+        schemas = {compiler.session.schema, "SYS", "PUBLIC"}
+        return lambda: schema_name(value(), schemas)
     if name not in FUNCTIONS:
         raise ora(-6550, f"PLS-00302: component '{name}' must be declared")
     function, values = FUNCTIONS[name], [compiler.expression(arg) for _, arg in args]

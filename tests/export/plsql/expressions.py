@@ -157,6 +157,9 @@ class Expressions:
         if name in CONSTANTS:
             constant = CONSTANTS[name]
             return lambda: constant
+        if name == "$$PLSQL_UNIT_OWNER":
+            schema = self.session.schema
+            return lambda: schema
         errors = self.session.errors
         if name == "SQLCODE":
             return lambda: errors[-1].code if errors else 0
@@ -198,6 +201,8 @@ class Expressions:
         """x.COUNT, x.EXTEND(n) and the other collection methods; record.field; package.routine(...);
         UTL_NLA.BLAS_...(...); DBMS_ASSERT.<check>(...)."""
         base, name = node.base, node.name
+        if isinstance(base, n.Member) and isinstance(base.base, n.Name):  # schema.package.routine(...)
+            return self.qualified(base.base.name, base.name, name, args)
         if isinstance(base, n.Name):
             _, symbol = self.scope.find(base.name)
             if symbol is not None and symbol[0] == "var":
@@ -215,15 +220,33 @@ class Expressions:
                 return dbms_assert_call(self, name, args)
             if symbol is None:
                 packages, package, actuals = self.session.packages, base.name, self.actuals(args)
+                synonyms = self.session.public_synonyms
 
                 def call() -> Any:
-                    if package not in packages:
+                    found = packages.get(package) or synonyms.get(package)
+                    if found is None:
                         raise undeclared(package)
-                    return packages[package].routine(name).invoke(actuals)
+                    return found.routine(name).invoke(actuals)
 
                 return call
         record = self.expression(base)
         return lambda: record()[name]
+
+    def qualified(self, schema: str, package: str, name: str, args: list) -> Thunk:
+        """SYS.DBMS_ASSERT.<check>(...), or a routine of a package of the session's schema named with
+        its schema: no synonym is consulted."""
+        if (schema, package) == ("SYS", "DBMS_ASSERT"):
+            from tests.export.plsql.dbms_assert import dbms_assert_call
+
+            return dbms_assert_call(self, name, args)
+        packages, actuals, own = self.session.packages, self.actuals(args), schema == self.session.schema
+
+        def call() -> Any:
+            if not own or package not in packages:
+                raise undeclared(f"{schema}.{package}")
+            return packages[package].routine(name).invoke(actuals)
+
+        return call
 
     def method(self, collection: Thunk, name: str, args: list[Thunk]) -> Thunk:
         def target() -> Collection:

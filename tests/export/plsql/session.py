@@ -56,6 +56,10 @@ class Session:
         self.blas_calls: list[tuple[str, dict[str, Any]]] = []
         self.loop_counts: dict[str, list[int]] = {}  # FOR loop variable → [bodies run, ended by CONTINUE]
         self.numeric_characters = ".,"  # NLS_NUMERIC_CHARACTERS: the decimal, then the group character
+        self.schema = "NNSQL"  # the schema that owns every unit ($$PLSQL_UNIT_OWNER)
+        # CREATE PUBLIC SYNONYM name FOR other_schema.package: what an unqualified package name that no
+        # unit of this schema holds resolves to, as in Oracle; a schema-qualified name never does
+        self.public_synonyms: dict[str, Package] = {}
 
     # -- scripts
     def run_script(self, path: Path, text: str | None = None) -> None:
