@@ -135,7 +135,7 @@ def best_of(
     for index in range(rounds):
         for route_name in ("predict", "eager") if index % 2 == 0 else ("eager", "predict"):
             with route(route_name):
-                seconds = exported(main, arguments(path, work, f"{name}_{route_name}_{index}"))
+                seconds = exported(main, arguments(path, work, f"{name}{index}{route_name[0]}"))
             best[route_name] = min(best[route_name], seconds)
     return best
 
@@ -146,7 +146,8 @@ def measure(runs: dict, models: dict[str, Path], work: Path, rounds: int) -> dic
     for model_name, path in models.items():
         for target, (main, arguments) in runs.items():
             try:
-                best = best_of(main, arguments, path, work, f"{model_name}_{target}", rounds)
+                name = f"m{len(figures)}_{target[:2]}"  # unique and short (Oracle: 25 characters)
+                best = best_of(main, arguments, path, work, name, rounds)
             except RuntimeError as error:
                 print(f"{model_name:<18}{target:<18}{error}", flush=True)
                 continue
