@@ -6,7 +6,7 @@ Each export loads its model from its file, as a user's export does, so both rout
 afresh every time. The two routes alternate export by export and each pair repeats `--rounds` times; the
 figure of a route is its smallest CPU time over the rounds (the least disturbed by other work on a shared
 machine). One warm-up export first pays TensorFlow's one-time start-up for neither route.
-    models   zoo "gru" and "stacked_masked" (tests/zoo.py), their "masked_sensor_gru"
+    models   zoo "gru" and "stacked_masked" (tests/zoo.py), their "two_head_lstm"
              (tests/their_models.py); with --models ic also the Inclusive Classifier (masked GRU(50) over
              801 × 19 + 14 features; its SQL parity needs a quiet machine to fit --parity-seconds)
     targets  duckdb, postgres plpgsql | cube | plpython (a throwaway server on a Unix socket), oracle
@@ -111,9 +111,9 @@ def saved_models(work: Path, wanted: set[str]) -> dict[str, Path]:
         "gru": lambda: models.save(zoo.build("gru"), work / "gru"),
         "stacked_masked": lambda: models.save(zoo.build("stacked_masked"), work / "stacked"),
         "ic": lambda: models.save(models.inclusive_classifier(), work / "ic", ["W+jets", "QCD", "ttbar"]),
-        "masked_sensor_gru": lambda: their_models.masked_sensor_gru(work / "sensor"),
+        "two_head_lstm": lambda: their_models.THEIRS["two_head_lstm"].build(work / "two_heads"),
     }
-    chosen = wanted or {"gru", "stacked_masked", "masked_sensor_gru"}
+    chosen = wanted or {"gru", "stacked_masked", "two_head_lstm"}
     return {name: make() for name, make in makers.items() if name in chosen}
 
 
