@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
+from . import keras_run
 from .model_file import first_line
 
 # The rebuilt model's predictions, several outputs joined row by row, for inputs in the model's order.
@@ -77,20 +78,10 @@ def predictor(model: Any) -> Predictor:
         if not built:
             built.append(float64_model(model))
         rebuilt = built[0]
-        inputs = [
-            np.asarray(f, np.float64) if is_float(t) else f
-            for f, t in zip(feeds, rebuilt.inputs, strict=True)
-        ]
         try:
-            predicted = rebuilt.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
+            predicted = keras_run.run(rebuilt, feeds)  # float feeds cast to the rebuilt float64 inputs
         except Exception as error:  # TensorFlow lacks a float64 kernel for a few ops
             raise ExportError(f"Keras cannot run the model in float64 ({type(error).__name__})") from None
-        if isinstance(predicted, list | tuple):
-            return np.concatenate([np.asarray(p, np.float64).reshape(len(p), -1) for p in predicted], axis=1)
-        return np.asarray(predicted, np.float64).reshape(len(predicted), -1)
+        return np.concatenate([np.asarray(p, np.float64).reshape(len(p), -1) for p in predicted], axis=1)
 
     return predict
-
-
-def is_float(tensor: Any) -> bool:
-    return "float" in str(getattr(tensor, "dtype", "float"))

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExportError
+from ..frontend import keras_run
 from ..frontend.float64 import Predictor
 from ..ir import graph as ir
 from ..publish.gate import Gate, gate_for, refuse_nonfinite
-from ..publish.pipeline import joined
 from ..publish.samples import SampleSet
 from .capabilities import CAPABILITIES
 
@@ -121,4 +121,4 @@ def scored_sets(model: Any, sets: list[Samples]) -> list[tuple[Samples, np.ndarr
 
 def keras_predict(model: Any, samples: SampleSet) -> np.ndarray:
     feeds = [samples.inputs[t.name] for t in model.inputs]
-    return joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+    return keras_run.run_joined(model, feeds)

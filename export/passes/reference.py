@@ -3,12 +3,12 @@ predictions, the float64 reference on rows at scale: export/publish/gate.py). Wr
 
 from __future__ import annotations
 
-from ..frontend import float64
+from ..frontend import float64, keras_run
 from ..frontend.keras_errors import running
 from ..frontend.outputs import OutputKinds
 from ..ir import graph as ir
 from ..publish.gate import gate_for
-from ..publish.pipeline import ExportRequest, Prepared, joined
+from ..publish.pipeline import ExportRequest, Prepared
 from ..publish.samples import sample_inputs
 from ..target import Capabilities
 from .load import Loaded
@@ -23,7 +23,7 @@ def reference(
     samples = sample_inputs(graph, loaded.metadata, request.sample_rows, request.samples_file)
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     with running(request.model_path):
-        predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
+        predicted = keras_run.run_joined(model, feeds)
     gate = gate_for(
         graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
     )

@@ -22,6 +22,7 @@ from .samples import SampleSet
 # rows near p = 0.5: float32 sums in another order reach 7 times it, Keras 12 times.
 FLOAT32_ROUNDING = 16.0
 ROUNDING = 2.0**-23  # float32's relative spacing at 1
+DRAWS = 3  # seeded draws of a row's inputs moved by ROUNDING
 # ... but never more than this times max(1, |value|): a gap beyond it is not rounding (a wrong weight moves
 # values by 1e-2 or more), whatever the measurement says.
 FLOAT32_CAP = 1e-3
@@ -122,23 +123,24 @@ class Gate:
 
     def moved(self, row: int, exact: np.ndarray) -> np.ndarray | None:
         """How far Keras's float64 values of the row move, at most over three seeded draws, when its float
-        inputs move by float32's relative rounding (token indices stay)."""
+        inputs move by float32's relative rounding (token indices stay). The draws are scored in one call."""
         assert self.float64 is not None
         generator = np.random.default_rng(row)
-        moved = np.zeros_like(exact)
-        for _ in range(3):
-            nearby = [
+        draws = [
+            [
                 feed[row : row + 1] * (1 + ROUNDING * generator.uniform(-1, 1, feed[row : row + 1].shape))
                 if floating
                 else feed[row : row + 1]
                 for feed, floating in zip(self.feeds, self.floats, strict=True)
             ]
-            try:
-                values = self.float64(nearby)[0]
-            except ExportError:
-                return None
-            with np.errstate(all="ignore"):
-                moved = np.maximum(moved, np.nan_to_num(np.abs(values - exact), nan=0.0))
+            for _ in range(DRAWS)
+        ]
+        try:
+            values = self.float64([np.concatenate(each) for each in zip(*draws, strict=True)])
+        except ExportError:
+            return None
+        with np.errstate(all="ignore"):
+            moved: np.ndarray = np.nan_to_num(np.abs(values - exact), nan=0.0).max(axis=0)
         return moved
 
 
