@@ -7,6 +7,7 @@ highest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -59,10 +60,13 @@ def sha256_of(path: Path) -> str:
 
 @contextmanager
 def staging(repo: Path, name: str) -> Iterator[Path]:
-    """A temporary directory beside the versions, removed unless it was published."""
+    """A temporary directory beside the versions, removed unless it was published; a model directory
+    this export created is removed too when no version reached it (a failed first export leaves no empty
+    model behind for the scorer to list)."""
     if repo.exists() and not repo.is_dir():
         raise ExportError(f"--repo {repo} is not a directory")
     model_dir = repo / name
+    created = not model_dir.exists()
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -73,6 +77,9 @@ def staging(repo: Path, name: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):  # not empty: a version (or another export) is there
+                model_dir.rmdir()
 
 
 def publish(staged: Path, repo: Path, name: str, metadata: dict) -> int:
