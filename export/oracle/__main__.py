@@ -75,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
             return onnx_scripts(args, request)
         if args.script_only:
             return script_only(args, request)
-        from nnsql.export.oracle.store import OracleStore, parse_dsn, password, with_password
+        from nnsql.export.oracle.store import OracleStore, connection_of, password
 
         given = connection.resolve(args, default_environment=None)
         if not given.origin:
             raise ExportError("give --dsn, --dsn-env, --dsn-file or --script-only")
-        dsn, secret = with_password(given.text) if given.may_hold_password else (parse_dsn(given.text), None)
+        dsn, secret = connection_of(given)
 
         def open_store() -> OracleStore:  # asked for and checked first: the user is still at the terminal
             return OracleStore(dsn, secret or password(), progress=not args.quiet)

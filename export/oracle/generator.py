@@ -20,6 +20,7 @@ import numpy as np
 from nnsql.files import shipped
 
 from ..codegen.generator import Dialect, render_template
+from ..codegen.inputs import InputForm
 from ..codegen.procedural import ProceduralGenerator
 from ..codegen.sqltext import literal
 from ..errors import ExportError, InvalidName
@@ -40,6 +41,7 @@ ORACLE_RESERVED = frozenset(
     for line in (SQL_DIR / "reserved_words.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 )
+ROWS_TYPE = "nnsql_rows"  # VARRAY of UTL_NLA_ARRAY_FLT: a sequence or image, one array per step or row
 MAX_NAME = 25  # leaves room for "_v<version>" within Oracle's 30-byte names of older releases
 
 
@@ -240,8 +242,49 @@ class OracleGenerator(ProceduralGenerator):
             lines.append(self.assign(y, f"elementwise({y}, {self.weight(node, 'shift')}, 'add')"))
         return lines
 
-    def parameters(self) -> list[str]:
-        return [f"{spec.name} IN UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs]
+    def parameters(self, held: bool = False) -> list[str]:
+        """Every input's parameter: flat, or with `held` one array per step (row) where it has steps."""
+        return [
+            f"{spec.name} IN {ROWS_TYPE if held and self.has_steps(spec) else 'UTL_NLA_ARRAY_FLT'}"
+            for spec in self.graph.inputs
+        ]
+
+    @staticmethod
+    def has_steps(spec: ir.TensorSpec) -> bool:
+        """A sequence or an image: an input users may hold as one array per step (or row)."""
+        return len(spec.shape) > 1
+
+    def held(self) -> list[tuple[int, InputForm]]:
+        """The inputs the nnsql_rows overloads take as rows, numbered as their helpers held_<n> are."""
+        specs = [spec for spec in self.graph.inputs if self.has_steps(spec)]
+        return [(number, self.input_form(spec)) for number, spec in enumerate(specs, start=1)]
+
+    def held_context(self) -> dict[str, Any]:
+        """What the nnsql_rows overloads need: their parameters, the flat arguments they pass on, and
+        per held input the extents and the messages of its checks (export/codegen/inputs.py)."""
+        held = self.held()
+        numbers = {form.name: number for number, form in held}
+        return {
+            "parameter_forms": [", ".join(self.parameters())]
+            + ([", ".join(self.parameters(held=True))] if held else []),
+            "held_parameters": ", ".join(self.parameters(held=True)),
+            "held_arguments": ", ".join(
+                f"held_{numbers[spec.name]}({spec.name})" if spec.name in numbers else spec.name
+                for spec in self.graph.inputs
+            ),
+            "held": [
+                (
+                    number,
+                    form.name,
+                    form.steps,
+                    form.extent(2, 2),
+                    "TRUE" if form.pad is not None else "FALSE",
+                    literal(form.outer_length()),
+                    literal(form.inner_length(2, 2)),
+                )
+                for number, form in held
+            ],
+        }
 
     def context(self) -> dict[str, Any]:
         chunks = list(stored_chunks(self.graph))
@@ -264,6 +307,7 @@ class OracleGenerator(ProceduralGenerator):
             if kinds.one_class_per_row(self.graph.kind)
             else literal(f"{self.name}.score_table: {kinds.refusal(self.name, self.graph.kind, 'score')}"),
             elementwise=[(name, activations.formula(name, "plsql", "z")) for name in self.elementwise()],
+            **self.held_context(),
         )
         return context
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from ..connection import Dsn
 from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.pipeline import VersionRecord
@@ -48,6 +49,25 @@ class OracleDsn:
 
     def __str__(self) -> str:
         return f"{self.user}@{self.address}"
+
+
+# user[/password]@host[:port]/service, Oracle's Easy Connect as --dsn, --dsn-env and --dsn-file take it;
+# never a PostgreSQL string (those hold "://" or "key=value").
+ORACLE_FORM = re.compile(r"[A-Za-z][\w$#]*(/[^@]*)?@[\w.-]+(:\d+)?/[\w.$#-]+")
+
+
+def is_oracle_form(text: str) -> bool:
+    return ORACLE_FORM.fullmatch(text.strip()) is not None
+
+
+def connection_of(given: Dsn) -> tuple[OracleDsn, str | None]:
+    """The address and the password (None: ORACLE_PASSWORD or a prompt) of a connection string from
+    export/connection.py: a password is allowed where the string came from the environment or a file,
+    refused on the command line. A refusal names where the string came from, never the string."""
+    try:
+        return with_password(given.text) if given.may_hold_password else (parse_dsn(given.text), None)
+    except ExportError as error:
+        raise ExportError(str(error).replace("--dsn", given.origin or "--dsn", 1)) from None
 
 
 def with_password(text: str) -> tuple[OracleDsn, str | None]:

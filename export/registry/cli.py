@@ -31,7 +31,9 @@ keeps scoring. The stores, with the options their export took, and what comes ne
   --warehouse DIR         Spark (--master M, or --remote sc://HOST:PORT): the version's own functions
                           checked in Spark, then NAME.predict, NAME.score... switch to them
   --oracle-dsn U@H:P/S    Oracle (password from ORACLE_PASSWORD or a prompt): the schema's
-                          nnsql_admin.activate runs the check in the database, as EXEC does in SQL*Plus"""
+                          nnsql_admin.activate runs the check in the database, as EXEC does in SQL*Plus;
+                          --dsn-env NAME or --dsn-file PATH holding user[/password]@host:port/service
+                          name an Oracle schema too, as `nnsql export oracle` takes them (never shown)"""
 EXAMPLE = "nnsql models activate --db scores.duckdb --name mnist --version 1"
 NEXT_STEP = "nnsql models list --db scores.duckdb   (the active version is marked *; any store above)"
 
@@ -172,16 +174,34 @@ def spark_store(args: argparse.Namespace) -> Any:
     return store
 
 
-def oracle_store(text: str) -> Any:
-    """The Oracle schema's versions; the password from ORACLE_PASSWORD or a prompt, as the export asks."""
-    from ..oracle.store import parse_dsn, password
+def oracle_connection(args: argparse.Namespace, given: connection.Dsn | None) -> connection.Dsn | None:
+    """The Oracle schema's connection string: --oracle-dsn (no password in it), or --dsn, --dsn-env or
+    --dsn-file in Oracle's form, as `nnsql export oracle` takes them (DATABASE_URL stays PostgreSQL's:
+    the Oracle export does not read it). None: not Oracle."""
+    from ..oracle.store import is_oracle_form
+
+    if args.oracle_dsn is not None:
+        return connection.Dsn(args.oracle_dsn, "--oracle-dsn")
+    default = f"${connection.DEFAULT_ENVIRONMENT}"
+    if given is not None and given.origin != default and is_oracle_form(given.text):
+        return given
+    return None
+
+
+def oracle_store(given: connection.Dsn) -> Any:
+    """The Oracle schema's versions; the password from the string where it may hold one (the
+    environment, a file), else from ORACLE_PASSWORD or a prompt, as the export asks."""
+    from ..oracle.store import connection_of, password
     from .oracle import OracleVersions
 
-    try:
-        dsn = parse_dsn(text)
-    except ExportError as error:  # the export's words, naming this command's option
-        raise ExportError(str(error).replace("--dsn", "--oracle-dsn", 1)) from None
-    return OracleVersions(dsn, password(), progress=False)
+    if given.origin != "--oracle-dsn":
+        dsn, secret = connection_of(given)
+    else:  # on the command line, like the export's --dsn: no password in it
+        try:
+            dsn, secret = connection_of(connection.Dsn(given.text, "--dsn"))
+        except ExportError as error:
+            raise ExportError(str(error).replace("--dsn", "--oracle-dsn", 1)) from None
+    return OracleVersions(dsn, secret or password(), progress=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             return in_database(args, lambda: DuckDBStore(args.db, progress=False))
         if args.warehouse is not None or args.remote is not None:
             return in_database(args, lambda: spark_store(args))
-        if args.oracle_dsn is not None:
-            return in_database(args, lambda: oracle_store(args.oracle_dsn))
+        oracle = oracle_connection(args, dsn)
+        if oracle is not None:
+            return in_database(args, lambda: oracle_store(oracle))
         from ..postgres.store import PostgresStore
 
         assert dsn is not None

@@ -14,8 +14,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..codegen.generator import Dialect, Generator
+from ..codegen.inputs import InputForm
+from ..ir import activations, kinds
 from ..ir import graph as ir
-from ..ir import kinds
 from ..ir.graph import FLOAT32_MAX
 from ..target import Capabilities, emitted_kinds, emitter, register
 from .sqltext import call, literal, weights_json
@@ -52,6 +53,14 @@ def appended(state: str, size: int) -> str:
     return f"named_struct('s', {state}, 'o', concat(_acc.o, slice({state}, 1, {size})))"
 
 
+def formula(activation: str, z: str) -> str:
+    """An activation of one value z: the fused four, or export/ir/activations.py's formula in SQL (its
+    NaN written as Spark names the type)."""
+    if activation in ACTIVATIONS:
+        return ACTIVATIONS[activation].format(z=z)
+    return activations.formula(activation, "sql", z).replace("DOUBLE PRECISION", "DOUBLE")
+
+
 def apply_activation(vector: str, activation: str) -> str:
     if activation == "linear":
         return vector
@@ -59,7 +68,7 @@ def apply_activation(vector: str, activation: str) -> str:
         exps = let("array_max(_v)", "_m", "transform(_v, _e -> exp(_e - _m))")
         total = "aggregate(_x, 0D, (_a, _e) -> _a + _e)"
         return let(vector, "_v", let(exps, "_x", let(total, "_s", "transform(_x, _e -> _e / _s)")))
-    return f"transform({vector}, _e -> {ACTIVATIONS[activation].format(z='_e')})"
+    return f"transform({vector}, _e -> {formula(activation, '_e')})"
 
 
 def units(node: ir.Dense | ir.PatchDense) -> str:
@@ -144,6 +153,16 @@ class SparkGenerator(Generator):
     def emit_Binary(self, node: ir.Binary, a: str, b: str) -> str:
         return f"zip_with({a}, {b}, (_a, _b) -> {BINARY[node.op].format(a='_a', b='_b')})"
 
+    def emit_Affine(self, node: ir.Affine, x: str) -> str:
+        """x·scale + shift elementwise (a normalisation; Masking(v) tests x - v)."""
+        scale = np.asarray(node.scale.array, np.float64).ravel()
+        if node.shift is None:
+            return f"zip_with({x}, {constant(scale)}, (_a, _b) -> _a * _b)"
+        shift = np.asarray(node.shift.array, np.float64).ravel()
+        pairs = weights_json([{"m": m, "c": c} for m, c in zip(scale, shift, strict=True)])
+        parts = f"from_json({literal(pairs)}, 'array<struct<m:double,c:double>>')"
+        return f"zip_with({x}, {parts}, (_a, _p) -> _a * _p.m + _p.c)"
+
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         """1.0 for each step of which some feature is not 0, else 0.0."""
         width = self.size_in(node) // node.steps
@@ -190,8 +209,32 @@ class SparkGenerator(Generator):
     def parameters(self) -> str:
         return ", ".join(f"{spec.name} {parameter_type(spec)}" for spec in self.graph.inputs)
 
+    def form(self, spec: ir.TensorSpec) -> InputForm:
+        """What the input takes: its steps, and the value a shorter sequence is padded with where the
+        model masks it (export/codegen/inputs.py)."""
+        return InputForm.of(self.graph, self.name, spec)
+
     def flat(self, spec: ir.TensorSpec) -> str:
-        return f"flatten({spec.name})" if nested(spec) else f"CAST({spec.name} AS ARRAY<DOUBLE>)"
+        """The values the network reads: a sequence's steps one after the other, and where the model
+        masks it, the missing steps padded at the end (NULL for NULL; the checks refuse a bad one)."""
+        if not nested(spec):
+            return f"CAST({spec.name} AS ARRAY<DOUBLE>)"
+        form, values = self.form(spec), f"flatten(CAST({spec.name} AS ARRAY<ARRAY<DOUBLE>>))"
+        if form.pad is None:
+            return values
+        missing = f"greatest({form.steps} - size({spec.name}), 0) * {form.step}"
+        return f"concat({values}, array_repeat({form.pad!r}D, {missing}))"
+
+    def step_checks(self, spec: ir.TensorSpec) -> list[tuple[str, str]]:
+        """A sequence's number of steps (at most the model's where it pads), then each step's size."""
+        x, form = spec.name, self.form(spec)
+        wrong = f"size({x}) > {form.steps}" if form.pad is not None else f"size({x}) <> {form.steps}"
+        bad = f"filter({x}, _s -> _s IS NULL OR size(_s) <> {form.step})"
+        size_of_bad = f"coalesce(CAST(size(element_at({bad}, 1)) AS STRING), 'NULL')"
+        return [
+            (wrong, f"raise_error({literal(form.outer_length())} || size({x}))"),
+            (f"size({bad}) > 0", f"raise_error({literal(form.inner_length(2, 2))} || {size_of_bad})"),
+        ]
 
     def checks_of(self, spec: ir.TensorSpec) -> list[tuple[str, str]]:
         """(condition, outcome) pairs of one input, in order: NULL answers NULL, the rest raise."""
@@ -199,6 +242,7 @@ class SparkGenerator(Generator):
         outside = f"transform({x}, _e -> _e IS NULL OR NOT (abs(_e) <= {FLOAT32_MAX!r}))"
         return [
             (f"{spec.name} IS NULL", "NULL"),
+            *(self.step_checks(spec) if nested(spec) else []),
             (f"size({x}) <> {spec.size}", f"raise_error({literal(errors.length)} || size({x}))"),
             (f"exists({x}, _e -> _e IS NULL)", f"raise_error({literal(errors.nulls)})"),
             (
@@ -304,7 +348,7 @@ CAPABILITIES = register(
     Capabilities(
         target=TARGET,
         node_kinds=emitted_kinds(SparkGenerator) | {"Reshape"},
-        activations=frozenset({*ACTIVATIONS, "softmax"}),
+        activations=frozenset({*ACTIVATIONS, "softmax", *activations.FORMULAS}),
         several_outputs=True,
     ),
     SparkGenerator,

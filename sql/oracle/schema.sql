@@ -86,3 +86,10 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
 END;
 /
+-- What NAME.predict and the other functions also take for a sequence or an image: one UTL_NLA_ARRAY_FLT
+-- per step (or row), nnsql_rows(UTL_NLA_ARRAY_FLT(...), UTL_NLA_ARRAY_FLT(...), ...).
+BEGIN
+    EXECUTE IMMEDIATE q'[CREATE TYPE nnsql_rows AS VARRAY(1000000) OF UTL_NLA_ARRAY_FLT]';
+EXCEPTION WHEN OTHERS THEN IF SQLCODE != -955 THEN RAISE; END IF;
+END;
+/

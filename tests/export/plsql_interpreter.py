@@ -19,7 +19,7 @@ import numpy as np
 from tests.export.plsql.interpreter import Compiler
 from tests.export.plsql.parser import parse_expression
 from tests.export.plsql.scope import Scope
-from tests.export.plsql.session import Session
+from tests.export.plsql.session import Rows, Session
 from tests.export.plsql.types import ScalarType
 from tests.export.plsql.utl_nla import gemm as blas_gemm
 from tests.export.plsql.utl_nla import gemv as blas_gemv
@@ -27,7 +27,7 @@ from tests.export.plsql.values import PlsqlError
 
 OracleError = PlsqlError
 REFUSED = -20020  # a function the model's output kind does not offer
-__all__ = ["OracleError", "OracleExpression", "PlsqlError", "blas_gemm", "blas_gemv", "load_scripts"]
+__all__ = ["OracleError", "OracleExpression", "PlsqlError", "Rows", "blas_gemm", "blas_gemv", "load_scripts"]
 
 
 class InstalledModel:

@@ -131,26 +131,109 @@ def test_images_score_the_same_flat_as_rows_or_as_rows_of_pixels(models, databas
         scored(database, "shapes", image.reshape(IMAGE[0], -1)[:, :-1])
 
 
-@pytest.mark.oracle
-def test_oracle_pads_a_shorter_flat_sequence_and_refuses_a_longer_one(models, tmp_path):
-    """Oracle's packages take UTL_NLA_ARRAY_FLT, a flat VARRAY: the flat form, shorter where the model
-    masks, run by the test interpreter of the generated PL/SQL."""
+def oracle_package(path, name: str, tmp_path, *options: str):
+    """The model exported as `--script-only` scripts, installed by the test interpreter of the generated
+    PL/SQL (every script parsed by parseora first)."""
+    import parseora
+
     from tests.export.executors import OracleScriptExecutor
-    from tests.export.plsql_interpreter import PlsqlError, load_scripts
+    from tests.export.plsql_interpreter import load_scripts
+
+    oracle = OracleScriptExecutor(tmp_path)
+    assert oracle.export(path, name, *options) == 0
+    for script in sorted(oracle.directory.glob("*.sql")):
+        units = parseora.parse(script.read_text(), version="19c")
+        assert [error for unit in units for error in unit["errors"]] == [], script.name
+    return load_scripts(oracle.directory)
+
+
+def oracle_refusal(package, inputs: dict) -> str:
+    from tests.export.plsql_interpreter import PlsqlError
+
+    with pytest.raises(PlsqlError) as refused:
+        package.run(inputs)
+    assert refused.value.code == -20001
+    return refused.value.message
+
+
+@pytest.mark.oracle
+def test_oracle_takes_a_sequence_flat_or_as_rows_padded_where_the_model_masks(models, tmp_path):
+    """`sensors.predict(nnsql_rows(UTL_NLA_ARRAY_FLT(...), ...))`: one array per step, shorter where the
+    model masks, padded inside PL/SQL with the Masking layer's value; the flat form as before; a longer
+    sequence or a step of the wrong length refused in one line naming the input."""
+    from tests.export.plsql_interpreter import Rows
 
     model, path = models["masked"]
-    oracle = OracleScriptExecutor(tmp_path)
-    assert oracle.export(path, "sensors", "--sequence-length", str(STEPS)) == 0
-    package = load_scripts(oracle.directory)
-    for sequence in sequences([STEPS, 2]):
+    package = oracle_package(path, "sensors", tmp_path, "--sequence-length", str(STEPS))
+    for sequence in sequences([STEPS, 4, 1]):
         expected = model.predict(padded(sequence)[None], verbose=0)[0]
-        assert np.abs(package.run({"readings": sequence.ravel()}) - expected).max() <= 1e-5
+        for form in (Rows(sequence), sequence.ravel()):
+            assert np.abs(package.run({"readings": form}) - expected).max() <= 1e-5
+        assert package.answer("score", {"readings": Rows(sequence)}) == int(np.argmax(expected))
+        assert package.answer("label", {"readings": Rows(sequence)}) == str(int(np.argmax(expected)))
     (longer,) = sequences([STEPS + 1])
-    with pytest.raises(PlsqlError) as refused:
-        package.run({"readings": longer.ravel()})
-    assert refused.value.code == -20001
-    assert f"at most {STEPS} steps of {FEATURES} values" in refused.value.message
-    assert refused.value.message.endswith(f"got {(STEPS + 1) * FEATURES}")
+    message = oracle_refusal(package, {"readings": Rows(longer)})
+    padding = "shorter ones are padded with -1"
+    assert message == f"sensors: readings must have at most {STEPS} steps ({padding}), got {STEPS + 1}"
+    message = oracle_refusal(package, {"readings": longer.ravel()})
+    assert f"at most {STEPS} steps of {FEATURES} values" in message
+    assert message.endswith(f"got {(STEPS + 1) * FEATURES}")
+    ragged = Rows([[0.5, 1.0, 2.0], [1.0, 2.0]])
+    assert oracle_refusal(package, {"readings": ragged}).endswith("must have 3 elements, got one of 2")
+    assert oracle_refusal(package, {"readings": Rows([[0.5, 1.0, 2.0], None])}).endswith("got one of NULL")
+    assert package.run({"readings": None}) is None
+
+
+@pytest.mark.oracle
+def test_oracle_rows_of_a_model_that_does_not_mask_must_be_whole(models, tmp_path):
+    from tests.export.plsql_interpreter import Rows
+
+    model, path = models["unmasked"]
+    package = oracle_package(path, "plain", tmp_path)
+    (sequence,) = sequences([STEPS], seed=4)
+    expected = model.predict(sequence[None], verbose=0)[0]
+    assert np.abs(package.run({"readings": Rows(sequence)}) - expected).max() <= 1e-5
+    message = oracle_refusal(package, {"readings": Rows(sequence[:-1])})
+    assert message == f"plain: readings must have {STEPS} lists, got {STEPS - 1}"
+
+
+@pytest.mark.oracle
+def test_oracle_takes_an_image_as_rows(models, tmp_path):
+    """An image as one array per row (the row's pixels, channels last), as flat as before."""
+    from tests.export.plsql_interpreter import Rows
+
+    model, path = models["image"]
+    package = oracle_package(path, "shapes", tmp_path)
+    image = np.random.default_rng(5).random(IMAGE).round(4)
+    expected = model.predict(image[None], verbose=0)[0]
+    for form in (Rows(image.reshape(IMAGE[0], -1)), image.ravel()):
+        assert np.abs(package.run({"pixels": form}) - expected).max() <= 1e-5
+    message = oracle_refusal(package, {"pixels": Rows(image.reshape(IMAGE[0], -1)[:, :-1])})
+    assert message == "shapes: pixels: every list at depth 2 must have 8 elements, got one of 7"
+
+
+@pytest.mark.oracle
+def test_oracle_rows_of_their_masked_sensor_model_score_as_keras(tmp_path):
+    """The sensor GRU of tests/their_models.py (Masking(0), `Input(shape=(None, 3))`): readings of any
+    length up to the exported one, as rows, against Keras on the rows padded with 0."""
+    import keras
+
+    from tests import their_models
+    from tests.export.plsql_interpreter import Rows
+
+    path = their_models.masked_sensor_gru(tmp_path / "sensors")
+    model = keras.models.load_model(path, compile=False)
+    steps = their_models.STEPS
+    package = oracle_package(path, "activity", tmp_path, "--sequence-length", str(steps))
+    for row in their_models.padded_sequence_rows(4):
+        length = int(np.flatnonzero(np.any(row != 0, axis=1))[-1]) + 1
+        expected = model.predict(row[None], verbose=0)[0]
+        scored = package.run({"readings": Rows(row[:length])})
+        assert np.abs(scored - expected).max() <= 1e-5
+        assert (
+            package.answer("label", {"readings": Rows(row[:length])})
+            == ["walk", "sit", "run"][int(np.argmax(expected))]
+        )
 
 
 def test_a_sample_row_is_held_as_its_steps_without_the_padding_at_its_end():

@@ -6,6 +6,8 @@ active version still scoring, and switches the entry package and the registry ot
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +20,7 @@ from nnsql.export.oracle.__main__ import main as export_oracle
 from nnsql.export.oracle.literals import entry_literal
 from nnsql.export.oracle.store import parse_dsn
 from nnsql.export.registry.activation import activate as activate_version
+from nnsql.export.registry.cli import table as versions_table
 from nnsql.export.registry.oracle import OracleVersions
 from tests import models
 from tests.export.plsql.lexer import tokenize
@@ -358,3 +361,49 @@ def test_models_command_refuses_tampered_answers_in_one_line(session, versions):
     assert message.startswith("mnist version 1 fails the answer check") and "\n" not in message
     assert session.call("mnist", "version") == 2 and scores_like(session, kept[2])
     assert flags(session) == [(1, "N"), (2, "Y")]
+
+
+def sqlite_copy(session: Session, tables: tuple[str, ...]) -> sqlite3.Connection:
+    """The registry tables as the scripts left them in the interpreter, copied into SQLite: the columns
+    01_schema.sql creates, the rows the install wrote (collections as text, numbers as floats)."""
+    con = sqlite3.connect(":memory:")
+    for name in tables:
+        table = session.store.tables[name]
+        con.execute(f"CREATE TABLE {name} ({', '.join(table.columns)})")
+        marks = ", ".join("?" for _ in table.columns)
+        for row in table.rows:
+            values = [sqlite_value(row[column]) for column in table.columns]
+            con.execute(f"INSERT INTO {name} VALUES ({marks})", values)
+    return con
+
+
+def sqlite_value(value: object) -> object:
+    if value is None or isinstance(value, str | int):
+        return value
+    if isinstance(value, np.floating | float):
+        return float(value)
+    return str(value)  # a collection or a timestamp: not read by the listing but for presence
+
+
+def test_the_models_listing_runs_on_the_registry_the_scripts_write(session, versions, capsys):
+    """`nnsql models list --oracle-dsn`'s query, executed by a real SQL engine (SQLite takes its named
+    binds and correlated COUNT as Oracle does) over the registry that installing both versions wrote:
+    every column it names exists in the schema, and each version lists with its kept check rows."""
+    store = versions_store(session)
+    database = sqlite_copy(session, ("NNSQL_MODELS", "NNSQL_CHECK_ROWS"))
+    store.con = SimpleNamespace(cursor=lambda: contextlib.closing(database.cursor()))
+    listed = store.versions("mnist")
+    assert [(row["name"], row["version"], row["active"]) for row in listed] == [
+        ("mnist", 1, False),
+        ("mnist", 2, True),
+    ]
+    kept = [
+        sum(1 for row in session.store.tables["NNSQL_CHECK_ROWS"].rows if row["VERSION"] == v) for v in (1, 2)
+    ]
+    assert min(kept) > 0 and all(row["activatable"] for row in listed)
+    assert [row["parity_rows"] for row in listed] == [
+        row["PARITY_ROWS"] for row in session.store.tables["NNSQL_MODELS"].rows
+    ]
+    assert store.versions() == listed and store.versions("churn") == []
+    print(versions_table(listed))
+    assert "*  mnist  2" in capsys.readouterr().out

@@ -311,3 +311,110 @@ def test_activation_runs_only_the_switch_the_exporter_writes(kept, changed):
     assert kept in script
     with pytest.raises(ExportError, match="does not read as the exporter wrote it"):
         public_statements(script.replace(kept, changed), "tiny", 3)
+
+
+@pytest.fixture(scope="module")
+def masked(tmp_path_factory) -> tuple:
+    """A GRU over `(None, 3)` readings behind Masking(-1) (not 0: the padding must be the layer's own
+    value), saved once: the Keras model and its file."""
+    import keras
+
+    def build():
+        keras.utils.set_random_seed(21)
+        readings = keras.Input(shape=(None, 3), name="readings")
+        state = keras.layers.GRU(4)(keras.layers.Masking(-1.0)(readings))
+        return keras.Model(readings, keras.layers.Dense(3, activation="softmax")(state))
+
+    path = saved(tmp_path_factory, "masked", build)
+    return keras.saving.load_model(path), path
+
+
+def test_a_shorter_sequence_is_padded_where_the_model_masks(spark, masked):
+    """`sensors.predict(readings)` with readings an array<array<float>> of any length up to the exported
+    one: Keras's answer on the sequence padded with the Masking layer's value; a longer sequence or a
+    step of another size refused in one line naming the input."""
+    model, path = masked
+    request = ExportRequest(
+        model_path=path,
+        name="sensors",
+        sample_rows=SAMPLE_ROWS,
+        parity_seconds=600,
+        quiet=True,
+        sequence_length=6,
+    )
+    publish(SparkStore(spark, progress=False), request, prepare(request, CAPABILITIES), "spark")
+    generator = np.random.default_rng(3)
+    sequences = [generator.normal(size=(n, 3)).round(4).astype(np.float32) for n in (6, 4, 1)]
+    frame = spark.createDataFrame(
+        [(i, s.tolist()) for i, s in enumerate(sequences)], "i INT, readings ARRAY<ARRAY<FLOAT>>"
+    )
+    frame.createOrReplaceTempView("readings")
+    answers = spark.sql("SELECT sensors.predict(readings) FROM readings ORDER BY i").collect()
+    padded = np.stack([np.concatenate([s, np.full((6 - len(s), 3), -1.0)]) for s in sequences])
+    expected = model.predict(padded, verbose=0)
+    assert np.abs(np.array([answer[0] for answer in answers]) - expected).max() <= TOLERANCE
+
+    def refusal(sequence: str) -> str:
+        with pytest.raises(Exception) as refused:  # Spark's error, the message in its first line
+            spark.sql(f"SELECT sensors.score({sequence})").collect()
+        return str(refused.value).splitlines()[0]
+
+    steps = "array(" + ", ".join(["array(0.5D, 1D, 2D)"] * 7) + ")"
+    assert "sensors: readings must have at most 6 steps (shorter ones are padded with -1), got 7" in refusal(
+        steps
+    )
+    ragged = "array(array(0.5D, 1D, 2D), array(1D, 2D))"
+    assert "sensors: readings: every list at depth 2 must have 3 elements, got one of 2" in refusal(ragged)
+    assert spark.sql("SELECT sensors.score(CAST(NULL AS ARRAY<ARRAY<DOUBLE>>))").collect()[0][0] is None
+
+
+def test_a_shorter_sequence_is_refused_where_the_model_does_not_mask(spark, tmp_path):
+    import keras
+
+    keras.utils.set_random_seed(5)
+    readings = keras.Input(shape=(6, 3), name="readings")
+    model = keras.Model(readings, keras.layers.Dense(2, activation="softmax")(keras.layers.GRU(3)(readings)))
+    export(spark, models.save(model, tmp_path / "plain"), "plain")
+    with pytest.raises(Exception) as refused:
+        spark.sql("SELECT plain.score(array(array(0.5D, 1D, 2D)))").collect()
+    assert "plain: readings must have 6 lists, got 1" in str(refused.value).splitlines()[0]
+
+
+def test_affine_layers_score_as_keras(spark, tmp_path):
+    """Normalization, BatchNormalization (moving statistics away from 0 and 1) and LeakyReLU lower to
+    Affine nodes, a scale and a shift per value: scored in Spark against Keras."""
+    import keras
+
+    keras.utils.set_random_seed(9)
+    features = keras.Input(shape=(8,), name="features")
+    normal = keras.layers.Normalization(mean=np.linspace(-1, 1, 8), variance=np.linspace(0.5, 2, 8))
+    hidden = keras.layers.Dense(6)(normal(features))
+    batch = keras.layers.BatchNormalization()
+    hidden = keras.layers.LeakyReLU(negative_slope=0.2)(batch(hidden))
+    model = keras.Model(features, keras.layers.Dense(3, activation="softmax")(hidden))
+    generator = np.random.default_rng(4)
+    gamma, beta = generator.normal(size=6), generator.normal(size=6)
+    batch.set_weights([gamma, beta, generator.normal(size=6), generator.uniform(0.5, 2, size=6)])
+    prepared, _ = export(spark, models.save(model, tmp_path / "affine"), "affine")
+    rows = np.arange(6)
+    expected = keras_scores(tmp_path / "affine" / "model.keras", prepared, rows)
+    answers = scored(spark, prepared, "SELECT affine.predict_proba(features) FROM events", rows)
+    assert np.abs(np.array(answers) - expected).max() <= TOLERANCE
+
+
+def test_the_activations_of_the_ir_score_as_keras(spark, tmp_path):
+    """Every activation export/ir/activations.py writes once for all targets (elu, gelu, rsqrt inside
+    LayerNormalization...), rendered in Spark SQL, against Keras."""
+    import keras
+
+    keras.utils.set_random_seed(10)
+    features = keras.Input(shape=(8,), name="features")
+    hidden = keras.layers.LayerNormalization()(features)
+    for activation in ("elu", "selu", "gelu", "softplus", "softsign", "silu", "hard_sigmoid", "mish"):
+        hidden = keras.layers.Dense(8, activation=activation)(hidden)
+    model = keras.Model(features, keras.layers.Dense(3, activation="softmax")(hidden))
+    prepared, _ = export(spark, models.save(model, tmp_path / "activations"), "activations")
+    rows = np.arange(6)
+    expected = keras_scores(tmp_path / "activations" / "model.keras", prepared, rows)
+    answers = scored(spark, prepared, "SELECT activations.predict_proba(features) FROM events", rows)
+    assert np.abs(np.array(answers) - expected).max() <= TOLERANCE

@@ -214,6 +214,10 @@ class Expressions:
                 from tests.export.plsql.utl_nla import utl_nla_call
 
                 return utl_nla_call(self, name, args)
+            if base.name == "DBMS_OUTPUT" and name == "PUT_LINE":
+                (text,) = [self.expression(arg) for _, arg in args]
+                lines = self.session.output
+                return lambda: lines.append(v.to_char(text()) or "")
             if base.name == "DBMS_ASSERT":
                 from tests.export.plsql.dbms_assert import dbms_assert_call
 

@@ -14,7 +14,7 @@ from tests.export.plsql import nodes as n
 from tests.export.plsql import values as v
 from tests.export.plsql.builtins import EXCEPTIONS
 from tests.export.plsql.expressions import Expressions
-from tests.export.plsql.scope import Returned, Routine, Scope, Thunk, undeclared
+from tests.export.plsql.scope import Overloads, Returned, Routine, Scope, Thunk, undeclared
 from tests.export.plsql.types import CollectionType, RecordType, ScalarType
 from tests.export.plsql.values import PlsqlError, ora
 
@@ -42,18 +42,27 @@ class Compiler(Expressions):
                 scope.symbols[declaration.name] = ("var", type_)
                 variables.append((declaration, type_))
             else:
-                known = scope.symbols.get(declaration.name)
-                if known is not None and known[0] == "routine" and declaration.block is None:
-                    continue
-                if known is not None and known[0] == "routine":
-                    known[1].node = declaration
-                else:
-                    scope.symbols[declaration.name] = ("routine", Routine(declaration, scope))
+                self.declare_routine(declaration)
         inits = [(d.name, self.initial(d, type_)) for d, type_ in variables]
         for declaration in declarations:
             if isinstance(declaration, n.Subprogram) and declaration.block is not None:
                 scope.symbols[declaration.name][1].compile()
         return inits
+
+    def declare_routine(self, declaration: n.Subprogram) -> None:
+        """A subprogram's declaration or body: the body of one declared before with the same parameter
+        types completes it; other parameter types make an overload of the same name."""
+        scope = self.scope
+        known = scope.symbols.get(declaration.name)
+        if known is None or known[0] != "routine":
+            scope.symbols[declaration.name] = ("routine", Overloads(declaration.name))
+            known = scope.symbols[declaration.name]
+        overloads = known[1]
+        same = overloads.declared(declaration)
+        if same is None:
+            overloads.variants.append(Routine(declaration, scope))
+        elif declaration.block is not None:
+            same.node = declaration
 
     def type_declaration(self, declaration: n.TypeDecl) -> Any:
         if declaration.kind == "RECORD":

@@ -124,6 +124,18 @@ class Routine:
             raise ora(-6503, f"PL/SQL: Function {self.name} returned without value")
         return passed(returns, result.value)
 
+    def takes(self, values: list[tuple[str | None, Any, Any]]) -> bool:
+        """Whether the arguments' values fit this routine's parameters (see Overloads)."""
+        _, params, _, _, _ = self.compile()
+        names = [param.name for param, _, _ in params]
+        given: set[int] = set()
+        for position, (name, value, _) in enumerate(values):
+            index = position if name is None else names.index(name) if name in names else -1
+            if index < 0 or index >= len(params) or not fits(params[index][1], value):
+                return False
+            given.add(index)
+        return all(i in given or default is not None for i, (_, _, default) in enumerate(params))
+
     def bind(self, params: list, actuals: list) -> list:
         """Each parameter's (value, setter), from positional then named arguments; None: its default."""
         bound: list[Any] = [None] * len(params)
@@ -143,6 +155,49 @@ class Routine:
         return bound
 
 
+class Overloads:
+    """The subprograms of one name in a scope, told apart by their parameters' types. A call runs the
+    one whose parameters take its arguments: a collection argument picks the parameter of its type, a
+    scalar a scalar one. Oracle resolves this when it compiles the call, from the arguments' declared
+    types; here it is done with the values, and a NULL argument, which both would answer alike in
+    the packages nnsql writes (NULL), matches any type, so the first declared matching overload runs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.variants: list[Routine] = []
+
+    @property
+    def node(self) -> n.Subprogram:
+        return self.variants[0].node
+
+    def declared(self, declaration: n.Subprogram) -> Routine | None:
+        """The variant with the same parameter types as `declaration`, if any."""
+        types = signature(declaration)
+        return next((r for r in self.variants if signature(r.node) == types), None)
+
+    def compile(self) -> None:
+        for variant in self.variants:
+            if variant.node.block is not None:
+                variant.compile()
+
+    def invoke(self, actuals: list[tuple[str | None, Thunk, Callable | None]]) -> Any:
+        if len(self.variants) == 1:
+            return self.variants[0].invoke(actuals)
+        values = [(name, value(), setter) for name, value, setter in actuals]
+        for variant in self.variants:
+            if variant.takes(values):
+                return variant.invoke([(name, constant(value), setter) for name, value, setter in values])
+        raise ora(-6550, f"PLS-00306: wrong number or types of arguments in call to '{self.name}'")
+
+
+def signature(node: n.Subprogram) -> tuple[str, ...]:
+    return tuple(param.type.name for param in node.params)
+
+
+def constant(value: Any) -> Thunk:
+    return lambda: value
+
+
 def passed(type_: Any, value: Any) -> Any:
     """A value passed in or returned: collections by reference (NOCOPY), scalars converted."""
     if isinstance(type_, CollectionType):
@@ -152,8 +207,18 @@ def passed(type_: Any, value: Any) -> Any:
     return type_.convert(value)
 
 
+def fits(type_: Any, value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(type_, CollectionType):
+        return isinstance(value, Collection) and value.type.name == type_.name
+    return not isinstance(value, Collection)
+
+
 def hashable(value: Any) -> Any:
-    return (value.type.name, tuple(value.items)) if isinstance(value, Collection) else value
+    if isinstance(value, Collection):
+        return (value.type.name, tuple(hashable(item) for item in value.items))
+    return value
 
 
 def copied(value: Any) -> Any:

@@ -60,6 +60,8 @@ class Session:
         # CREATE PUBLIC SYNONYM name FOR other_schema.package: what an unqualified package name that no
         # unit of this schema holds resolves to, as in Oracle; a schema-qualified name never does
         self.public_synonyms: dict[str, Package] = {}
+        self.output: list[str] = []  # DBMS_OUTPUT.PUT_LINE's lines, printed after each unit
+        self.server_output = False  # SET SERVEROUTPUT ON: SQL*Plus prints them
 
     # -- scripts
     def run_script(self, path: Path, text: str | None = None) -> None:
@@ -72,11 +74,17 @@ class Session:
             except PlsqlError as error:
                 error.add_note(f"{path.name}, line {unit.line}")
                 raise
+            finally:
+                if self.server_output and self.output:
+                    print("\n".join(self.output))
+                self.output.clear()
 
     def run_unit(self, kind: str, text: str, directory: Path) -> None:
         if kind == "command":
             words = text.split()
-            if words[0].upper() in ("VARIABLE", "VAR"):
+            if [word.upper() for word in words[:2]] == ["SET", "SERVEROUTPUT"]:
+                self.server_output = len(words) > 2 and words[2].upper() == "ON"
+            elif words[0].upper() in ("VARIABLE", "VAR"):
                 self.binds[words[1].upper()] = None
             elif text.startswith("@"):
                 self.run_script(directory / text.lstrip("@"))
@@ -182,14 +190,26 @@ class Session:
         with np.errstate(all="ignore"), self.nls():
             return result(routine.invoke(actuals))
 
-    @staticmethod
-    def argument(value: Any) -> Any:
+    def argument(self, value: Any) -> Any:
         if value is None or isinstance(value, int | float | str):
             return value
+        if isinstance(value, Rows):
+            return value.bound(self.types[value.type], self.argument)
         flt = SCHEMA_TYPES["UTL_NLA_ARRAY_FLT"]
         items = np.asarray(value, dtype=object).ravel()
         with np.errstate(all="ignore"):  # beyond float32's range: infinite once bound
             return Collection(flt, [None if item is None else F32(item) for item in items])
+
+
+class Rows:
+    """An argument of a collection of rows (nnsql_rows: a VARRAY of UTL_NLA_ARRAY_FLT), from a sequence
+    of rows (each flattened; None for a NULL row), as a caller binds one."""
+
+    def __init__(self, rows: Any, type_name: str = "NNSQL_ROWS") -> None:
+        self.rows, self.type = list(rows), type_name
+
+    def bound(self, type_: Any, element: Any) -> Collection:
+        return Collection(type_, [element(row) for row in self.rows])
 
 
 def constant(value: Any) -> Any:
