@@ -111,6 +111,10 @@ def the_full_cycle(target, churn, where: list[str], capsys, activate=None) -> No
 def test_duckdb_versions_roll_back_and_are_removed(churn, tmp_path, capsys):
     target = DuckDBExecutor(tmp_path)
     the_full_cycle(target, churn, ["--db", str(target.db)], capsys)
+    tables = (
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'nnsql' AND table_name LIKE 'weights%'"
+    )
+    assert target.query(tables) == [("weights_churn_v1",)]  # version 2's went with it
 
 
 @pytest.mark.postgres
