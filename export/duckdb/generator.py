@@ -4,6 +4,10 @@ Every IR value is a DOUBLE[] list (row-major). Each node's result is bound once 
 `list_transform([expr], lambda v: rest)[1]`, so no expression is computed twice. Weights come from one
 uncorrelated subquery, `<name>.params()`, evaluated once per query; DuckDB forbids subqueries inside
 lambda bodies, so the params list is the outermost lambda's input and everything else reads it.
+
+The params are shaped as the macros read them (a Dense's units as {w, b} structs, a convolution's windows
+as lists of positions) once, when a version is published, into a table of its own (`weights_table`):
+shaping them from nnsql.tensors in every query cost more CPU than scoring a few CNN images.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 TARGET = "duckdb"
 TEMPLATES = shipped("sql", "duckdb")
 PARAMS = "_nn_p"  # the first binding: the weights
+
+
+def weights_table(name: str, version: int) -> str:
+    """The table holding one version's params (see the module); names are plain identifiers, so a
+    suffix `_v<version>` read from the right tells every model's and version's apart."""
+    return f"nnsql.weights_{name}_v{version}"
 
 
 def value_ref(name: str) -> str:
@@ -463,14 +473,21 @@ class DuckDBGenerator(Generator):
         return result
 
     def render(self) -> str:
+        """The version's macros (they read its weights table: `render_weights` first)."""
         context = self.context()
         context.update(
-            params=list(self.params()),
+            weights_table=weights_table(self.name, self.version),
             body=self.body(),
             n_classes=self.graph.first_size,
             functions=self.functions(),
         )
         return wrap(render_template(TEMPLATES, "model.sql.j2", context))
+
+    def render_weights(self) -> str:
+        """The statement that builds the version's weights table from its rows of nnsql.tensors."""
+        context = self.context()
+        context.update(weights_table=weights_table(self.name, self.version), params=list(self.params()))
+        return wrap(render_template(TEMPLATES, "weights.sql.j2", context))
 
 
 CAPABILITIES = register(

@@ -15,7 +15,7 @@ from ..codegen.inputs import InputForm, as_held, forms_held, held_rows
 from ..errors import ExportError, ScoringFailure, first_line
 from ..ir import graph as ir
 from ..publish.store import RegistryStore
-from .generator import TEMPLATES, DuckDBGenerator
+from .generator import TEMPLATES, DuckDBGenerator, weights_table
 from .trust import check_file
 
 TENSOR_SCHEMA = pa.schema(
@@ -151,9 +151,18 @@ class DuckDBStore(RegistryStore):
         return self.con.execute(statement, list(params)).fetchall()
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
-        self.installed = DuckDBGenerator(graph, name, version).render()
+        """The version's weights table (built from its tensors, replacing any table of that name), then
+        its macros; only the macros are kept for `nnsql models activate`, which reads the table as built."""
+        generator = DuckDBGenerator(graph, name, version)
+        self.con.execute(generator.render_weights())
+        self.installed = generator.render()
         self.con.execute(self.installed)
         self.staged = (name, version, graph)  # for `failure`
+
+    def remove(self, name: str, version: int) -> None:
+        """An inactive version's registry rows (RegistryStore.remove), then its weights table."""
+        super().remove(name, version)
+        self.con.execute(f"DROP TABLE IF EXISTS {weights_table(name, version)}")
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """Every row's probabilities. When the query raises, the transaction is lost (DuckDB has no

@@ -8,7 +8,8 @@ written for, so parity would pass. A file holding a macro or function with a bui
 schema and any letter case (names are case-insensitive: `main."EXP"` shadows `exp`), is therefore
 refused, except the macros an export itself creates in a model's schema (one is named `version`). The
 registry must be tables: a view named `nnsql.models` would be read and written through whatever query
-it runs.
+it runs, and one named like a version's weights table (`nnsql.weights_<name>_v<N>`) would stop the
+export that builds it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ SELECT f.schema_name, f.function_name FROM duckdb_functions() f
 
 REGISTRY_VIEWS = """
 SELECT view_name FROM duckdb_views()
- WHERE database_name = current_database() AND schema_name = 'nnsql' AND view_name IN ('models', 'tensors')
+ WHERE database_name = current_database() AND schema_name = 'nnsql'
+   AND (view_name IN ('models', 'tensors') OR starts_with(view_name, 'weights_'))
  ORDER BY view_name
  LIMIT 1
 """

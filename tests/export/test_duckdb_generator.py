@@ -14,6 +14,26 @@ def test_generated_sql_matches_golden_text():
     check_golden(DuckDBGenerator(tiny_graph(), "tiny", 3).render(), "duckdb_tiny.sql")
 
 
+def test_weights_statement_matches_golden_text():
+    check_golden(DuckDBGenerator(tiny_graph(), "tiny", 3).render_weights(), "duckdb_tiny_weights.sql")
+
+
+def test_weights_are_shaped_once_when_published(tmp_path):
+    """A scoring query reads the version's weights table as the export built it, not nnsql.tensors:
+    shaping the weights from there in every query cost more than scoring a few CNN images. The tensors
+    stay the record (`nnsql models remove` deletes both)."""
+    store = DuckDBStore(tmp_path / "w.duckdb", progress=False)
+    with store.session():
+        store.stage("tiny", 1, tiny_graph())
+    x = {"features": np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])}
+    before = store.scores("tiny", x)
+    store.con.execute("DELETE FROM nnsql.tensors WHERE model = 'tiny'")
+    np.testing.assert_array_equal(store.scores("tiny", x), before)
+    plan = store.con.sql("EXPLAIN SELECT tiny.predict([1.0, 2.0, 3.0])").fetchall()[0][1]
+    assert "weights_tiny_v1" in plan and "tensors" not in plan
+    store.close()
+
+
 def test_binary_macros_match_golden_text():
     """One sigmoid unit: predict_proba is [1 - p, p], score is p > 0.5, labels refuses."""
     from tests.golden.graphs import tiny_binary_graph

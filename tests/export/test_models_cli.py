@@ -111,6 +111,10 @@ def the_full_cycle(target, churn, where: list[str], capsys, activate=None) -> No
 def test_duckdb_versions_roll_back_and_are_removed(churn, tmp_path, capsys):
     target = DuckDBExecutor(tmp_path)
     the_full_cycle(target, churn, ["--db", str(target.db)], capsys)
+    tables = (
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'nnsql' AND table_name LIKE 'weights%'"
+    )
+    assert target.query(tables) == [("weights_churn_v1",)]  # version 2's went with it
 
 
 @pytest.mark.postgres
@@ -132,7 +136,9 @@ def test_postgres_activation_is_sql_a_dba_calls(churn, postgres_dsn, capsys):
 
 
 def tampered(target, version: int) -> None:
-    """The version's weights changed behind the registry's back (a bad restore, a hand edit)."""
+    """The version's weights changed behind the registry's back (a bad restore, a hand edit). DuckDB's
+    macros read the weights as the export shaped them into a table of the version's: that table is
+    restored from the other version's (same shapes, other values), the tensors doubled."""
     import duckdb
     import psycopg
 
@@ -141,6 +147,10 @@ def tampered(target, version: int) -> None:
             con.execute(
                 "UPDATE nnsql.tensors SET value = list_transform(value, x -> x * 2) WHERE version = ?",
                 [version],
+            )
+            con.execute(
+                f"CREATE OR REPLACE TABLE nnsql.weights_churn_v{version} AS "
+                f"SELECT p FROM nnsql.weights_churn_v{3 - version}"
             )
         return
     with psycopg.connect(target.dsn) as con:
