@@ -68,7 +68,7 @@ def prepare(
     sets = sample_sets(model, rows, metadata, samples, read.kinds, labels)
     reference = float64.predictor(model)  # before the export, which needs a called model
     gates = [
-        (each.rows, each.gate(scores, request.tolerance, reference))
+        (each.rows, each.gate(scores, request.tolerance, reference, not request.tolerance_asked))
         for each, scores in scored_sets(model, sets)
     ]
     (last, gate), earlier = gates[-1], tuple(gates[:-1])

@@ -23,6 +23,12 @@ def reference(
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     predicted = joined(model.predict(feeds if len(feeds) > 1 else feeds[0], verbose=0))
     gate = gate_for(
-        graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
+        graph,
+        samples,
+        predicted,
+        request.tolerance,
+        capabilities.float32,
+        float64.predictor(model),
+        rounding_at_scale=not request.tolerance_asked,
     )
     return Prepared(graph=graph, metadata=loaded.metadata, samples=samples, gate=gate, kinds=kinds)
