@@ -54,6 +54,7 @@ class Gate:
     # exceeds the tolerance (float32_tolerances); a tolerance asked for bounds every row
     rounding_at_scale: bool = False
     cache: dict[int, np.ndarray] = field(default_factory=dict)
+    float32_cache: dict[int, float] = field(default_factory=dict)  # float32_tolerances, per row
 
     def exact(self, rows: np.ndarray) -> np.ndarray:
         """Keras in float64 on `rows`, each computed once; float32 Keras where it cannot be had."""
@@ -119,14 +120,20 @@ class Gate:
         """Per row at scale, its float32 bound as a tolerance (a value's bound is it × max(1, |value|),
         parity.bounds): FLOAT32_ROUNDING times how far Keras's float64 values move when the row's float
         inputs move by float32's relative rounding, over max(1, |value|), at most FLOAT32_CAP; 0 when
-        Keras cannot run in float64."""
-        exact = self.exact(rows)
-        moved = self.moved(rows, exact) if self.float64 is not None else None
-        if moved is None:
-            return np.zeros(len(rows))
-        scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
-        relative = np.minimum(FLOAT32_ROUNDING * moved / scale, FLOAT32_CAP)
-        return np.asarray(relative.max(axis=1, initial=0.0), np.float64)
+        Keras cannot run in float64. Each row's is computed once."""
+        missing = np.array([row for row in rows if int(row) not in self.float32_cache], dtype=int)
+        if missing.size:
+            exact = self.exact(missing)
+            moved = self.moved(missing, exact) if self.float64 is not None else None
+            relative = np.zeros_like(exact)
+            if moved is not None:
+                scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
+                relative = np.minimum(FLOAT32_ROUNDING * moved / scale, FLOAT32_CAP)
+            worst = relative.max(axis=1, initial=0.0)
+            self.float32_cache.update(
+                {int(row): float(value) for row, value in zip(missing, worst, strict=True)}
+            )
+        return np.array([self.float32_cache[int(row)] for row in rows], np.float64)
 
     def float32_bound(self, row: int) -> float:
         """How far float32 rounding may move the row's values from what they are compared with:
