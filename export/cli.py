@@ -102,9 +102,9 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
     result.add_argument(
         "--tolerance",
         type=finite_number(minimum=0),
-        default=parity.DEFAULT_TOLERANCE,
         help="each value's bound against Keras: this where |value| <= 1, this x |value| beyond "
-        "(default 1e-5); an upper bound on every target, float32 ones included (docs/numerics.md)",
+        "(default 1e-5, float32 targets' rows at scale within their float32 bound); when given, an "
+        "upper bound on every row of every target, float32 ones included (docs/numerics.md)",
     )
     result.add_argument(
         "--output",
@@ -169,7 +169,8 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         model_path=args.model,
         name=args.name,
         sample_rows=args.sample_rows,
-        tolerance=args.tolerance,
+        tolerance=parity.DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance,
+        tolerance_asked=args.tolerance is not None,
         load_test_data=args.load_test_data,
         samples_file=args.samples,
         parity_seconds=args.parity_seconds,

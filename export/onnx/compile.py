@@ -32,7 +32,7 @@ def export(
     repo: Path,
     name: str,
     rows: int,
-    tolerance: float,
+    tolerance: float | None = None,
     *,
     samples_file: Path | None = None,
     parity_seconds: float = budget.DEFAULT_SECONDS,
@@ -42,12 +42,14 @@ def export(
     output: str | None = None,
     classes: tuple[str, ...] = (),
 ) -> tuple[int, parity.ParityReport]:
-    """`compile_onnx` with the request's fields as arguments (for programs and tests)."""
+    """`compile_onnx` with the request's fields as arguments (for programs and tests); `tolerance` None is
+    the default (--tolerance not given)."""
     request = ExportRequest(
         model_path=model_path,
         name=name,
         sample_rows=rows,
-        tolerance=tolerance,
+        tolerance=parity.DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        tolerance_asked=tolerance is not None,
         samples_file=samples_file,
         parity_seconds=parity_seconds,
         trust_model_code=trust_code,

@@ -70,7 +70,10 @@ def prepare(
     reference = float64.predictor(model)  # before the export, which needs a called model
     with running(request.model_path):
         scored = scored_sets(model, sets)
-    gates = [(each.rows, each.gate(scores, request.tolerance, reference)) for each, scores in scored]
+    asked = request.tolerance_asked
+    gates = [
+        (each.rows, each.gate(scores, request.tolerance, reference, not asked)) for each, scores in scored
+    ]
     (last, gate), earlier = gates[-1], tuple(gates[:-1])
     signature = sets[0].graph or keras_signature(model, read, labels)
     checked = Checked[Signature](signature, metadata, last, gate, read, also=earlier)

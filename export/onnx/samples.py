@@ -32,12 +32,23 @@ class Samples:
     graph: ir.Graph | None = None
     by_ir_name: SampleSet | None = None
 
-    def gate(self, keras_scores: np.ndarray, tolerance: float, float64: Predictor) -> Gate:
+    def gate(
+        self, keras_scores: np.ndarray, tolerance: float, float64: Predictor, rounding_at_scale: bool = False
+    ) -> Gate:
         """What the rows are compared with (export/publish/gate.py); without the IR every row is an
-        ordinary one, compared with Keras's scores (`keras_gate`)."""
+        ordinary one, compared with Keras's scores (`keras_gate`). `rounding_at_scale`: --tolerance was not
+        given, so rows at scale are held to their float32 bound where it exceeds the tolerance."""
         if self.graph is None or self.by_ir_name is None:
             return keras_gate(self.rows, keras_scores, tolerance)
-        return gate_for(self.graph, self.by_ir_name, keras_scores, tolerance, CAPABILITIES.float32, float64)
+        return gate_for(
+            self.graph,
+            self.by_ir_name,
+            keras_scores,
+            tolerance,
+            CAPABILITIES.float32,
+            float64,
+            rounding_at_scale=rounding_at_scale,
+        )
 
     def expected(
         self, keras_scores: np.ndarray, tolerance: float, float64: Predictor

@@ -25,6 +25,12 @@ def reference(
     with running(request.model_path):
         predicted = keras_run.run_joined(model, feeds)
     gate = gate_for(
-        graph, samples, predicted, request.tolerance, capabilities.float32, float64.predictor(model)
+        graph,
+        samples,
+        predicted,
+        request.tolerance,
+        capabilities.float32,
+        float64.predictor(model),
+        rounding_at_scale=not request.tolerance_asked,
     )
     return Prepared(graph=graph, metadata=loaded.metadata, samples=samples, gate=gate, kinds=kinds)

@@ -51,7 +51,11 @@ class Gate:
     masked: np.ndarray  # per row: some input is all padding (0): a masked average over it is 0/0
     tolerance: float
     float32: bool
+    # --tolerance not given: a float32 target's rows at scale are held to their float32 bound where it
+    # exceeds the tolerance (float32_tolerances); a tolerance asked for bounds every row
+    rounding_at_scale: bool = False
     cache: dict[int, np.ndarray] = field(default_factory=dict)
+    float32_cache: dict[int, float] = field(default_factory=dict)  # float32_tolerances, per row
 
     def exact(self, rows: np.ndarray) -> np.ndarray:
         """Keras in float64 on `rows`, each computed once; float32 Keras where it cannot be had."""
@@ -97,7 +101,9 @@ class Gate:
         return values
 
     def allowed(self, rows: np.ndarray) -> np.ndarray:
-        """Each row's tolerance: `tolerance`, or ∞ for a row at scale beyond Keras's range."""
+        """Each row's tolerance: `tolerance`, or ∞ for a row at scale beyond Keras's range; at default
+        settings on a float32 target (`rounding_at_scale`), a row at scale's float32 tolerance where it
+        exceeds `tolerance`."""
         rows = np.asarray(rows, dtype=int)
         allowed = np.full(len(rows), self.tolerance)
         scaled = np.flatnonzero(self.at_scale[rows])
@@ -105,7 +111,30 @@ class Gate:
             finite = np.isfinite(self.exact(rows[scaled])).all(axis=1)
             finite &= np.isfinite(self.keras[rows[scaled]].reshape(len(scaled), -1)).all(axis=1)
             allowed[scaled[~finite]] = np.inf
+            loosened = scaled[finite] if self.rounding_at_scale and self.float32 else scaled[:0]
+            if loosened.size:
+                own = self.float32_tolerances(rows[loosened])
+                allowed[loosened] = np.maximum(self.tolerance, own)
         return allowed
+
+    def float32_tolerances(self, rows: np.ndarray) -> np.ndarray:
+        """Per row at scale, its float32 bound as a tolerance (a value's bound is it × max(1, |value|),
+        parity.bounds): FLOAT32_ROUNDING times how far Keras's float64 values move when the row's float
+        inputs move by float32's relative rounding, over max(1, |value|), at most FLOAT32_CAP; 0 when
+        Keras cannot run in float64. Each row's is computed once."""
+        missing = np.array([row for row in rows if int(row) not in self.float32_cache], dtype=int)
+        if missing.size:
+            exact = self.exact(missing)
+            moved = self.moved(missing, exact) if self.float64 is not None else None
+            relative = np.zeros_like(exact)
+            if moved is not None:
+                scale = np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
+                relative = np.minimum(FLOAT32_ROUNDING * moved / scale, FLOAT32_CAP)
+            worst = relative.max(axis=1, initial=0.0)
+            self.float32_cache.update(
+                {int(row): float(value) for row, value in zip(missing, worst, strict=True)}
+            )
+        return np.array([self.float32_cache[int(row)] for row in rows], np.float64)
 
     def float32_bound(self, row: int) -> float:
         """How far float32 rounding may move the row's values from what they are compared with:
@@ -113,24 +142,26 @@ class Gate:
         float32's relative rounding, capped at FLOAT32_CAP times max(1, |value|), for the value that moves
         most; twice that where the row is compared with float32 Keras (both sides round). 0 when Keras
         cannot run in float64."""
-        exact = self.exact(np.array([row]))[0]
-        moved = self.moved(row, exact) if self.float64 is not None else None
+        one = np.array([row])
+        exact = self.exact(one)
+        moved = self.moved(one, exact) if self.float64 is not None else None
         if moved is None:
             return 0.0
-        cap = FLOAT32_CAP * np.maximum(1.0, np.nan_to_num(np.abs(exact), nan=1.0))
-        sides = 1.0 if self.in_float64(np.array([row]))[0] else 2.0
-        return sides * float(np.minimum(FLOAT32_ROUNDING * moved, cap).max(initial=0.0))
+        cap = FLOAT32_CAP * np.maximum(1.0, np.nan_to_num(np.abs(exact[0]), nan=1.0))
+        sides = 1.0 if self.in_float64(one)[0] else 2.0
+        return sides * float(np.minimum(FLOAT32_ROUNDING * moved[0], cap).max(initial=0.0))
 
-    def moved(self, row: int, exact: np.ndarray) -> np.ndarray | None:
-        """How far Keras's float64 values of the row move, at most over three seeded draws, when its float
-        inputs move by float32's relative rounding (token indices stay). The draws are scored in one call."""
+    def moved(self, rows: np.ndarray, exact: np.ndarray) -> np.ndarray | None:
+        """How far Keras's float64 values of each row move, at most over DRAWS draws (seeded by the row),
+        when its float inputs move by float32's relative rounding (token indices stay). Every draw of
+        every row is scored in one call."""
         assert self.float64 is not None
-        generator = np.random.default_rng(row)
+        generators = [np.random.default_rng(int(row)) for row in rows]
         draws = [
             [
-                feed[row : row + 1] * (1 + ROUNDING * generator.uniform(-1, 1, feed[row : row + 1].shape))
+                feed[rows] * (1 + ROUNDING * np.stack([g.uniform(-1, 1, feed.shape[1:]) for g in generators]))
                 if floating
-                else feed[row : row + 1]
+                else feed[rows]
                 for feed, floating in zip(self.feeds, self.floats, strict=True)
             ]
             for _ in range(DRAWS)
@@ -140,7 +171,8 @@ class Gate:
         except ExportError:
             return None
         with np.errstate(all="ignore"):
-            moved: np.ndarray = np.nan_to_num(np.abs(values - exact), nan=0.0).max(axis=0)
+            gaps = np.abs(values.reshape(DRAWS, len(rows), -1) - exact)
+        moved: np.ndarray = np.nan_to_num(gaps, nan=0.0).max(axis=0)
         return moved
 
 
@@ -151,9 +183,12 @@ def gate_for(
     tolerance: float,
     float32: bool,
     float64: Predictor | None = None,
+    *,
+    rounding_at_scale: bool = False,
 ) -> Gate:
     """The gate of these sample rows (see Gate); refuses a model whose own Keras scores are NaN or infinite
-    on an ordinary row (one that is neither at scale nor wholly padding)."""
+    on an ordinary row (one that is neither at scale nor wholly padding). `rounding_at_scale`: --tolerance
+    was not given (Gate.allowed)."""
     feeds = [samples.inputs[spec.name] for spec in graph.inputs]
     masked = fully_masked(feeds, len(keras_scores))
     flat = refuse_nonfinite(keras_scores, samples, masked)
@@ -166,6 +201,7 @@ def gate_for(
         masked=masked,
         tolerance=tolerance,
         float32=float32,
+        rounding_at_scale=rounding_at_scale,
     )
 
 

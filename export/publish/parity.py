@@ -36,6 +36,8 @@ DEFAULT_TOLERANCE = 1e-5
 # Keras values closer than this to a threshold, or two classes this close, are a tie for the answers.
 TIE_MARGIN = 1e-6
 RULE = "tolerance where |Keras| ≤ 1, tolerance × |Keras| beyond, per value"
+# At default settings a float32 target's rows at scale are held to their float32 bound (publish/gate.py)
+AT_SCALE = "rows at scale within their float32 bound"
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ class ParityReport:
         numbers = (
             f"parity on {self.rows} rows: max |Δ| = {self.max_abs_diff:.2e} (tolerance {self.tolerance:.0e}"
         )
+        if AT_SCALE in self.rule:
+            numbers += f", {AT_SCALE}"
         if any(output.max_bound > self.tolerance for output in self.outputs) or len(self.outputs) > 1:
             numbers += ", ×|value| beyond 1: " + ", ".join(output.summary() for output in self.outputs)
         numbers += ")"

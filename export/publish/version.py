@@ -115,6 +115,9 @@ class ExportRequest:
     name: str
     sample_rows: int = 1000
     tolerance: float = parity.DEFAULT_TOLERANCE
+    # --tolerance given: it bounds every row; else a float32 target's rows at scale are held to their
+    # float32 bound where that exceeds it (export/publish/gate.py)
+    tolerance_asked: bool = False
     load_test_data: bool = False
     samples_file: Path | None = None  # the user's own sample rows (--samples)
     parity_seconds: float = (

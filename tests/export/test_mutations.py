@@ -127,7 +127,7 @@ class Target:
         if self.kind in ("onnx", "oracle+onnx"):
             self.convert_with_fault(fault, faulty_path, monkeypatch)
             if self.kind == "onnx":
-                onnx_main.export(path, self.directory / "model_repository", NAME, ROWS, TOLERANCE)
+                onnx_main.export(path, self.directory / "model_repository", NAME, ROWS)  # at default
             else:
                 from nnsql.export.oracle import onnx_script
 

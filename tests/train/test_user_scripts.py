@@ -178,7 +178,8 @@ def test_inclusive_classifier_style_worker_trains_from_tfrecords_and_exports(run
     assert losses[-1] < losses[0]  # it learns
     model_path = run_dir / "model" / "mymodel0.h5"
     duckdb_args, onnx_args = export_args(model_path, tmp_path)
-    assert export_duckdb(duckdb_args) == 0 and export_onnx(onnx_args) == 0
+    assert export_onnx(onnx_args) == 0  # at default settings, whatever weights training gave
+    assert export_duckdb(duckdb_args) == 0
     from nnsql.export.frontend.model import load_model
 
     model = load_model(model_path)
