@@ -356,7 +356,7 @@ def rows(model: keras.Model, count: int = 200, seed: int = 5, *, empty: bool = T
     masked, some, none), or 1..STEPS without `empty`."""
     generator = np.random.default_rng(seed)
     first = 0 if empty else 1
-    inputs = []
+    inputs: list[np.ndarray] = []
     for tensor in model.inputs:
         shape = (count, *tuple(tensor.shape[1:]))
         if "int" in str(tensor.dtype):  # token indices below the smallest vocabulary, 0 padding the end
