@@ -179,7 +179,10 @@ def test_inclusive_classifier_style_worker_trains_from_tfrecords_and_exports(run
     model_path = run_dir / "model" / "mymodel0.h5"
     duckdb_args, onnx_args = export_args(model_path, tmp_path)
     assert export_onnx(onnx_args) == 0  # at default settings, whatever weights training gave
-    assert export_duckdb(duckdb_args) == 0
+    # The 801-step GRU's rows cost DuckDB ~0.1 s each alone, seconds under a loaded suite: the gate's
+    # default 20 s would then refuse the export for time (tests/export/test_budget.py proves that); here
+    # its 100 rows are all scored whatever the load.
+    assert export_duckdb([*duckdb_args, "--parity-seconds", "600"]) == 0
     from nnsql.export.frontend.model import load_model
 
     model = load_model(model_path)
