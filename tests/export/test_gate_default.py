@@ -67,30 +67,23 @@ def test_a_wrong_bias_is_refused_at_default_on_those_rows(shift):
         parity.require(report, "onnx", gate(model, rows, True).float32_bound)
 
 
-def test_ordinary_rows_keep_the_tolerance_at_default():
+@pytest.mark.parametrize(
+    ("target", "float32", "at_scale"),
+    [("onnx", True, False), ("duckdb", False, True)],
+    ids=["ordinary rows of a float32 target", "rows at scale of a float64 target"],
+)
+def test_the_default_loosens_nothing_else(target, float32, at_scale):
+    """Only rows at scale of a float32 target are held to their float32 bound at default: ordinary rows,
+    and every row of a float64 target, keep the tolerance."""
     model, rows = classifier()
-    samples = SampleSet({"features": rows}, "user rows", np.zeros(len(rows), bool))
+    kind = "rows at scale" if at_scale else "user rows"
+    samples = SampleSet({"features": rows}, kind, np.full(len(rows), at_scale))
     default = gate_for(
-        to_ir(model, target="onnx"),
+        to_ir(model, target=target),
         samples,
         model.predict(rows, verbose=0),
         1e-5,
-        True,
-        predictor(model),
-        rounding_at_scale=True,
-    )
-    assert (default.allowed(np.arange(len(rows))) == 1e-5).all()
-
-
-def test_a_float64_target_keeps_the_tolerance_on_rows_at_scale():
-    model, rows = classifier()
-    samples = SampleSet({"features": rows}, "rows at scale", np.ones(len(rows), bool))
-    default = gate_for(
-        to_ir(model, target="duckdb"),
-        samples,
-        model.predict(rows, verbose=0),
-        1e-5,
-        False,
+        float32,
         predictor(model),
         rounding_at_scale=True,
     )
