@@ -17,6 +17,10 @@ import numpy as np
 
 # Input values per chunk: ~1 MB of float32 input; a convolution's activations are tens of times that.
 CHUNK_VALUES = 2**18
+# Called eagerly, a recurrent layer runs its steps as a Python loop: beyond this many steps that loop costs
+# more than tracing the model once (CERN's Inclusive Classifier, 801 steps: minutes instead of seconds), so
+# such a model goes through `model.predict` (one trace, the steps in a graph loop).
+EAGER_STEPS = 64
 
 
 def run(model: Any, feeds: list[np.ndarray]) -> list[np.ndarray]:
@@ -25,6 +29,10 @@ def run(model: Any, feeds: list[np.ndarray]) -> list[np.ndarray]:
     feeds = [cast(feed, tensor) for feed, tensor in zip(feeds, model.inputs, strict=True)]
     rows = len(feeds[0])
     step = chunk_rows(feeds)
+    if rows and long_recurrence(model, feeds):
+        return outputs(
+            model, model.predict(feeds if len(feeds) > 1 else feeds[0], batch_size=step, verbose=0)
+        )
     chunks = [call(model, [feed[start : start + step] for feed in feeds]) for start in range(0, rows, step)]
     if not chunks:  # no rows: one empty call gives the outputs' shapes
         chunks = [call(model, feeds)]
@@ -46,9 +54,37 @@ def chunk_rows(feeds: list[np.ndarray]) -> int:
     return max(1, CHUNK_VALUES // max(1, per_row))
 
 
+def long_recurrence(model: Any, feeds: list[np.ndarray]) -> bool:
+    """Whether the model holds a recurrent layer and a sequence feed longer than EAGER_STEPS steps."""
+    import keras
+
+    steps = max((feed.shape[1] for feed in feeds if feed.ndim >= 3), default=0)
+    if steps <= EAGER_STEPS:
+        return False
+    return any(
+        isinstance(layer, keras.layers.RNN | keras.layers.Bidirectional) for layer in all_layers(model)
+    )
+
+
+def all_layers(model: Any) -> list[Any]:
+    """The model's layers, those of nested models and wrappers (TimeDistributed, Bidirectional) included."""
+    found = []
+    for layer in getattr(model, "layers", []):
+        found.append(layer)
+        found.extend(all_layers(layer))
+        inner = getattr(layer, "layer", None) or getattr(layer, "forward_layer", None)
+        if inner is not None:
+            found.append(inner)
+    return found
+
+
 def call(model: Any, feeds: list[np.ndarray]) -> list[np.ndarray]:
     """One eager inference call; outputs as a list of numpy arrays whatever structure the model returns."""
-    result = model(feeds if len(feeds) > 1 else feeds[0], training=False)
+    return outputs(model, model(feeds if len(feeds) > 1 else feeds[0], training=False))
+
+
+def outputs(model: Any, result: Any) -> list[np.ndarray]:
+    """A model's result (a tensor, a list, a dict by output name) as a list of numpy arrays."""
     if isinstance(result, dict):
         result = [result[name] for name in model.output_names]
     if not isinstance(result, list | tuple):

@@ -123,3 +123,22 @@ def test_the_float32_bound_scores_its_draws_in_one_call(zoo_model):
     moved = gate.moved(np.array([2]), gate.exact(np.array([2])))
     assert moved is not None and np.allclose(moved[0], one_by_one, rtol=1e-6, atol=1e-300)
     assert bound > 0.0
+
+
+def test_a_long_recurrence_is_traced_once_and_scores_as_predict_does():
+    """Called eagerly, a recurrent layer loops over its steps in Python: CERN's Inclusive Classifier (801
+    steps) made one Oracle ONNX export take minutes. Beyond EAGER_STEPS steps the model goes through
+    `model.predict` (one trace); short sequences stay eager."""
+    import keras
+
+    def tagger(steps: int) -> keras.Model:
+        keras.utils.set_random_seed(3)
+        inputs = keras.Input(shape=(steps, 3))
+        hidden = keras.layers.GRU(4)(keras.layers.Masking(0.0)(inputs))
+        return keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(hidden))
+
+    rows = np.random.default_rng(0).random((5, keras_run.EAGER_STEPS + 1, 3), dtype=np.float32)
+    long, short = tagger(keras_run.EAGER_STEPS + 1), tagger(8)
+    assert keras_run.long_recurrence(long, [rows])
+    assert not keras_run.long_recurrence(short, [rows[:, :8]])
+    assert np.array_equal(keras_run.run_joined(long, [rows]), long.predict(rows, verbose=0))
