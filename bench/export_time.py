@@ -102,32 +102,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL kernels")
     args = parser.parse_args(argv)
     from tests.models import inclusive_classifier, save
+    from tests.postgres_server import optional_dsn
 
-    server = None
-    if not args.no_postgres:
-        from tests.postgres_server import start_server
-
-        server = start_server()
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            work = Path(scratch)
-            model = save(inclusive_classifier(), work / "ic", ["W+jets", "QCD", "ttbar"])
-            baseline, _ = timed([sys.executable, "-c", BASELINE, str(model)])
-            results: dict[str, dict[str, object]] = {}
-            times: dict[str, float] = {}
-            wanted = set(filter(None, args.only.split(",")))
-            for target, command in commands(model, work, server.dsn() if server else None).items():
-                if wanted and target not in wanted:
-                    continue
-                seconds, checked = timed(command)
-                results[target] = {"seconds": round(seconds, 1), "parity": checked}
-                times[target] = seconds
-                print(
-                    f"{target:<22}{seconds:>8.1f} s  {seconds / baseline:>5.1f}× baseline   parity: {checked}"
-                )
-    finally:
-        if server is not None:
-            server.stop()
+    with optional_dsn(not args.no_postgres) as dsn, tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        model = save(inclusive_classifier(), work / "ic", ["W+jets", "QCD", "ttbar"])
+        baseline, _ = timed([sys.executable, "-c", BASELINE, str(model)])
+        results: dict[str, dict[str, object]] = {}
+        times: dict[str, float] = {}
+        wanted = set(filter(None, args.only.split(",")))
+        for target, command in commands(model, work, dsn).items():
+            if wanted and target not in wanted:
+                continue
+            seconds, checked = timed(command)
+            results[target] = {"seconds": round(seconds, 1), "parity": checked}
+            times[target] = seconds
+            print(f"{target:<22}{seconds:>8.1f} s  {seconds / baseline:>5.1f}× baseline   parity: {checked}")
     print(f"baseline (import the exporter, load the model): {baseline:.1f} s")
     load = os.getloadavg()[0]
     print(

@@ -3,11 +3,13 @@ listening only on a Unix socket. Started once per test session; each test gets a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,3 +85,16 @@ def start_server() -> Server:
     server = Server(bin_dir, directory, free_port())
     server.start()
     return server
+
+
+@contextlib.contextmanager
+def optional_dsn(wanted: bool) -> Iterator[str | None]:
+    """A throwaway server's DSN for the block when `wanted` (stopped after it), else None."""
+    if not wanted:
+        yield None
+        return
+    server = start_server()
+    try:
+        yield server.dsn()
+    finally:
+        server.stop()
