@@ -167,25 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternating pairs per export (default 2)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL kernels")
     args = parser.parse_args(argv)
-    server = None
-    if not args.no_postgres:
-        from tests.postgres_server import start_server
+    from tests.postgres_server import optional_dsn
 
-        server = start_server()
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            work = Path(scratch)
-            models = saved_models(work, set(filter(None, args.models.split(","))))
-            runs = exporters(server.dsn() if server else None)
-            wanted = set(filter(None, args.only.split(",")))
-            runs = {target: run for target, run in runs.items() if not wanted or target in wanted}
-            first = next(iter(runs.values()))
-            exported(first[0], first[1](next(iter(models.values())), work, "warm_up"))
-            print(f"{'model':<18}{'target':<18}{'predict':>10}{'eager':>10}{'ratio':>8}  (CPU s, best)")
-            figures = measure(runs, models, work, args.rounds)
-    finally:
-        if server is not None:
-            server.stop()
+    with optional_dsn(not args.no_postgres) as dsn, tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        models = saved_models(work, set(filter(None, args.models.split(","))))
+        runs = exporters(dsn)
+        wanted = set(filter(None, args.only.split(",")))
+        if wanted - set(runs):
+            parser.error(
+                f"--only: no target {', '.join(sorted(wanted - set(runs)))}; choose from {', '.join(runs)}"
+            )
+        runs = {target: run for target, run in runs.items() if not wanted or target in wanted}
+        first = next(iter(runs.values()))
+        exported(first[0], first[1](next(iter(models.values())), work, "warm_up"))
+        print(f"{'model':<18}{'target':<18}{'predict':>10}{'eager':>10}{'ratio':>8}  (CPU s, best)")
+        figures = measure(runs, models, work, args.rounds)
     total = {name: sum(f[name] for f in figures.values()) for name in ("predict", "eager")}
     print(
         f"all exports: predict {total['predict']:.1f} s, eager {total['eager']:.1f} s, "
