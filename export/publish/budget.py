@@ -9,9 +9,11 @@ the budget is refused in one line: before any row when its cost predicts it, els
 
 It is a small control loop: after each batch the plan is revised from the cost of a row so far, or of the
 latest batch's rows if they cost more (a kernel that turns slower is caught at once, one that speeds up is
-followed smoothly); batches double while the plan allows, which amortises a call's fixed cost (DuckDB
-plans a large macro query in ~0.7 s whatever the rows), each planned to take at most a tenth of the
-budget. The first estimate is printed before the rest is scored, then a progress bar with an ETA follows.
+followed smoothly); batches double until two calls of different sizes show a call's fixed cost (DuckDB
+plans a large macro query in ~0.7 s whatever the rows), then take as many rows as the plan allows, each
+batch planned to take at most a tenth of the budget (or the fixed cost, if longer), so that few calls
+pay the fixed cost. The first estimate is printed before the rest is scored, then a progress bar with an
+ETA follows.
 """
 
 from __future__ import annotations
@@ -206,6 +208,13 @@ class ScoringLoop:
             return self.available
         return max(1, int(max(self.budget.seconds / BATCHES_PER_BUDGET, fixed) / rate))
 
+    def growth(self, last: int) -> int:
+        """Rows the next batch may grow to: twice the last until two calls of different sizes are timed
+        (the first batch's time hides any fixed cost of a call), then any number: the batch cap bounds
+        the batch's time, and each further call would pay the fixed cost again."""
+        timed = {rows for rows, _ in self.calls}
+        return self.available if len(timed) >= 2 else 2 * last
+
     def say(self, text: str) -> None:
         if self.progress:
             print(text, file=self.stream, flush=True)
@@ -232,7 +241,7 @@ class ScoringLoop:
         with bar:
             fixed = 0.0
             while self.scored < plan:
-                size = min(plan - self.scored, 2 * last, self.batch_cap(rate, fixed))
+                size = min(plan - self.scored, self.growth(last), self.batch_cap(rate, fixed))
                 self.batch(size)
                 bar.update(size)
                 elapsed = self.clock() - started

@@ -188,13 +188,22 @@ def test_fewer_rows_than_the_minimum_are_all_scored():
     assert outcome.rows == Budget().minimum - 3 and not outcome.limited
 
 
-def test_a_fixed_cost_per_call_is_amortised_by_doubling_batches():
+def test_a_fixed_cost_per_call_is_paid_by_few_calls():
     """DuckDB plans a large macro query in ~0.7 s whatever the rows: the first batch overstates a row's
-    cost 100-fold, later batches correct it, and every row is scored."""
+    cost 100-fold; once two calls show the fixed cost, the rest is scored in one call (a tenth of the
+    budget at the latest rate holds it), not in batches that double and pay the 0.7 s each time."""
     _, outcome, kernel, _ = run(per_row=0.001, overhead=0.7)
     sizes = [stop - start for start, stop in kernel.calls]
-    assert outcome.rows == 1000 and sizes[:3] == [5, 10, 20] and max(sizes) >= 160
-    assert len(kernel.calls) <= 15 and outcome.seconds <= Budget().seconds
+    assert outcome.rows == 1000 and sizes == [5, 10, 985]
+    assert outcome.seconds <= Budget().seconds
+
+
+def test_without_a_fixed_cost_no_batch_takes_more_than_a_tenth_of_the_budget():
+    """A row's cost alone: after the two timed batches, each takes a tenth of the budget's time."""
+    _, outcome, kernel, _ = run(per_row=0.004)
+    sizes = [stop - start for start, stop in kernel.calls]
+    assert sizes == [5, 10, 500, 485] and Budget().seconds / 10 == 500 * 0.004
+    assert outcome.rows == 1000
 
 
 def test_a_kernel_that_slows_down_is_stopped_early():
