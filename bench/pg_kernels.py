@@ -12,10 +12,11 @@ side by side in one session, as the server CPU time of a row (serial plan).
                            unit, array_agg (the first layer), scaled to the MLP's multiply-adds
     plpgsql_predict        the exported plpgsql kernel (library.sql's loops)
 
-The slow ones run on --slow-rows rows. Each figure is the best of --repeat runs; compare the ratios, which
-hold within one run, and read the load printed beside them. Writes bench/results/pg_kernels.json.
+The slow ones run on --slow-rows rows. Each figure is the best of --repeat runs, the contenders taking
+turns; compare the ratios, which hold within one run, and read the load printed beside them. Writes
+bench/results/pg_kernels.json.
 
-    nnsql bench pg_kernels [--rows 2000] [--slow-rows 20] [--repeat 3]
+    nnsql bench pg_kernels [--rows 2000] [--slow-rows 20] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -121,14 +122,17 @@ def queries(kernel: np.ndarray, rows: int, slow_rows: int) -> Iterator[tuple[str
     yield "plpgsql_predict", f"SELECT id, mnist_plpgsql.predict(features) {few}", slow_rows, 1.0
 
 
-def cpu_ms_per_row(con: Any, query: str, rows: int, repeat: int) -> float:
-    con.execute(query).fetchall()  # the first call of a session parses the function
-    best = float("inf")
-    for _ in range(repeat):
-        started = backend_cpu_seconds(con)
-        con.execute(query).fetchall()
-        best = min(best, backend_cpu_seconds(con) - started)
-    return 1000 * best / rows
+def cpu_ms_per_row(con: Any, runs: list[tuple[str, str, int, float]], repeat: int) -> dict[str, float]:
+    """Per contender, the best server CPU time a row of `repeat` runs, taken in turns (a shared machine's
+    load then weighs on every contender alike); a first run parses each function."""
+    best = {name: float("inf") for name, _, _, _ in runs}
+    for round_ in range(repeat + 1):
+        for name, query, rows, _ in runs:
+            started = backend_cpu_seconds(con)
+            con.execute(query).fetchall()
+            if round_:
+                best[name] = min(best[name], 1000 * (backend_cpu_seconds(con) - started) / rows)
+    return best
 
 
 def exported(dsn: str, model_path: Path, x: np.ndarray) -> None:
@@ -164,8 +168,10 @@ def measure(server: Any, model_path: Path, x: np.ndarray, slow_rows: int, repeat
     with psycopg.connect(server.dsn(user="bench_owner")) as con:
         create_contenders(con, kernel)
         con.execute("SET max_parallel_workers_per_gather = 0")
-        for name, query, rows, factor in queries(kernel, len(x), slow_rows):
-            measured = cpu_ms_per_row(con, query, rows, repeat)
+        runs = list(queries(kernel, len(x), slow_rows))
+        best = cpu_ms_per_row(con, runs, repeat)
+        for name, _, rows, factor in runs:
+            measured = best[name]
             results[name] = {
                 "rows": rows,
                 "measured_ms_per_row": measured,
@@ -204,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nnsql bench pg_kernels", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--slow-rows", type=int, default=20, help="rows for set_based and plpgsql_predict")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     x, _ = bench_rows(args.rows)
     server = start_server()
