@@ -11,7 +11,7 @@ R (kernels.scale_limit; exact), computes the row's term once, then every unit in
 and the library's activations element by element in one more (a PL/pgSQL loop costs more than the
 products of a small layer). Each distance names the lower point first: cube's C compares every coordinate
 for "a lies left of b" before "a lies right of b", so with v ≤ x each coordinate takes one comparison and
-one jump fewer (15% less server CPU a distance, measured by bench/pg_kernels.py).
+one jump fewer (bench/pg_kernels.py compares both orders: cube_distances, cube_distances_x_first).
 """
 
 from __future__ import annotations
