@@ -12,7 +12,8 @@ Three kernels compute the same scores (the parity gate checks each):
 The cube kernel's algebra. cube points hold at most 100 coordinates, so a Dense input of n values is cut
 into chunks of k ≤ 100. The stored points are v = w − M (each unit's kernel column, shifted by a power of
 two M ≥ max(w) + 1), because `cube_distance` branches on the sign of each x_i − v_i: with x_i > −1 the
-sign never changes and the branch is predicted (3.8× faster, measured). For every chunk, exactly:
+sign never changes and the branch is predicted (3.8× faster, measured), and with v named first it takes
+the branch cube tests first. For every chunk, exactly:
 
     x·w = x·v + M·Σx = (|x + M|² − k·M² + |v|² − |x − v|²) / 2
 

@@ -45,15 +45,14 @@ BEGIN
         c_hidden_scale := 2 ^ ceil(ln(c_hidden_scale / 16.0) / ln(2::float8));
         c_hidden_x := nnsql.cube_chunks(features, 3, c_hidden_scale);
     ELSE c_hidden_scale := 1; END IF;
-    c_hidden_row := nnsql.cube_distance(c_hidden_x[1], '(-4.0, -4.0, -4.0)'::nnsql.cube) ^ 2 - 48.0;
-    IF array_position(features, 'NaN') IS NOT NULL THEN c_hidden_row := 'NaN'; END IF;
+    c_hidden_row := nnsql.cube_distance('(-4.0, -4.0, -4.0)'::nnsql.cube, c_hidden_x[1]) ^ 2 - 48.0;
     v_hidden := ARRAY[
         0.10000000149011612 + c_hidden_scale * (
-            c_hidden_row + 37.25 - (nnsql.cube_distance(c_hidden_x[1], '(-3.0, -3.5, -4.0)'::nnsql.cube) ^ 2)
+            c_hidden_row + 37.25 - (nnsql.cube_distance('(-3.0, -3.5, -4.0)'::nnsql.cube, c_hidden_x[1]) ^ 2)
         ) / 2,
         -0.10000000149011612 + c_hidden_scale * (
             c_hidden_row + 43.0625 - (
-                nnsql.cube_distance(c_hidden_x[1], '(-5.0, -3.75, -2.0)'::nnsql.cube) ^ 2
+                nnsql.cube_distance('(-5.0, -3.75, -2.0)'::nnsql.cube, c_hidden_x[1]) ^ 2
             )
         ) / 2
     ];
@@ -64,14 +63,14 @@ BEGIN
         c_output_scale := 2 ^ ceil(ln(c_output_scale / 8.0) / ln(2::float8));
         c_output_x := nnsql.cube_chunks(v_hidden, 2, c_output_scale);
     ELSE c_output_scale := 1; END IF;
-    c_output_row := nnsql.cube_distance(c_output_x[1], '(-2.0, -2.0)'::nnsql.cube) ^ 2 - 8.0;
+    c_output_row := nnsql.cube_distance('(-2.0, -2.0)'::nnsql.cube, c_output_x[1]) ^ 2 - 8.0;
     IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
     v_output := ARRAY[
         c_output_scale * (
-            c_output_row + 5.0 - (nnsql.cube_distance(c_output_x[1], '(-1.0, -2.0)'::nnsql.cube) ^ 2)
+            c_output_row + 5.0 - (nnsql.cube_distance('(-1.0, -2.0)'::nnsql.cube, c_output_x[1]) ^ 2)
         ) / 2,
         c_output_scale * (
-            c_output_row + 5.0 - (nnsql.cube_distance(c_output_x[1], '(-2.0, -1.0)'::nnsql.cube) ^ 2)
+            c_output_row + 5.0 - (nnsql.cube_distance('(-2.0, -1.0)'::nnsql.cube, c_output_x[1]) ^ 2)
         ) / 2
     ];
     nn_peak := greatest(v_output[1], v_output[2]);
