@@ -494,12 +494,15 @@ def print_log_cost(ours: Contender, quiet: Contender, load: Load) -> None:
     )
 
 
-def print_line_cost(quiet: Contender | None, work: list[Load]) -> None:
+def print_line_cost(line: float, quiet: Contender | None, work: list[Load]) -> None:
     """One access log line's CPU, measured apart, as a share of a one-row request's CPU without the log."""
-    line = log_line_cost()
     cpu = median(quiet, work[0].name, "cpu_ms_per_request") if quiet is not None else None
-    share = f" = {line / (1000 * cpu):.1%} of a request's CPU without the log ({cpu:.3f} ms, {work[0].name})"
-    print(f"access log, measured apart: {line:.1f} µs of CPU per line{share if cpu else ''}")
+    text = f"access log, measured apart: {line:.1f} µs of CPU per line"
+    if cpu:
+        text += (
+            f" = {line / (1000 * cpu):.1%} of a request's CPU without the log ({cpu:.3f} ms, {work[0].name})"
+        )
+    print(text)
 
 
 def report(servers: list[Contender], work: list[Load], raw: list[float], args: argparse.Namespace) -> None:
@@ -522,7 +525,7 @@ def report(servers: list[Contender], work: list[Load], raw: list[float], args: a
     if ours is not None:
         print_ratios(ours, by_name, work, ceiling)
     print_goals(by_name, work)
-    print_line_cost(by_name.get("nnsql-nolog"), work)
+    print_line_cost(args.log_line_us, by_name.get("nnsql-nolog"), work)
     RESULTS.mkdir(exist_ok=True)
     document = {
         "settings": vars(args),
@@ -552,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
     names = [name.strip() for name in args.only.split(",") if name.strip()]
+    args.log_line_us = log_line_cost()  # before TensorFlow is loaded: its idle threads cost CPU too
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         repo = build_repository(directory)
