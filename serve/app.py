@@ -18,6 +18,7 @@ from . import accesslog, tfserving, v2, web
 from .accesslog import ACCESS_LOG
 from .errors import ScoringError
 from .extensions import routes as extensions
+from .fastpath import V2Inference
 from .gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
 from .handling import body_limit
 from .metrics import Metrics
@@ -96,6 +97,7 @@ def create_app(config: dict[str, Any] | None = None, config_file: str | None = N
 
     for blueprint in (v2.blueprint, extensions.blueprint, tfserving.blueprint, web.blueprint):
         app.register_blueprint(blueprint)
+    app.wsgi_app = V2Inference(app, app.wsgi_app)  # type: ignore[method-assign]
     return app
 
 
