@@ -24,6 +24,13 @@ JsonList = (list, simdjson.Array)
 JsonObject = (dict, simdjson.Object)
 
 
+def has(item: Any, key: str) -> bool:
+    """Whether the JSON object holds `key`. A simdjson object looks a key up by raising a C++ exception
+    when it is missing (about 3 µs, against 0.1 µs for its list of keys): a V2 request misses several
+    ("id", "parameters", "outputs") on every call."""
+    return key in (item.keys() if isinstance(item, simdjson.Object) else item)
+
+
 def load_json(raw: bytes, max_values: int | None = None) -> Any:
     """The body parsed by orjson, after the count of its values (serve.jsonbody) when a bound is given."""
     if max_values is not None:
@@ -34,7 +41,7 @@ def load_json(raw: bytes, max_values: int | None = None) -> Any:
 def parameters(item: Any, where: str) -> dict:
     """The optional 'parameters' object of a request, input or output; anything else is a 400. Its
     strings are short (serve.jsonbody bounds the count of values, not their length)."""
-    if "parameters" not in item:  # simdjson's get() of a missing key costs 20 times a membership test
+    if not has(item, "parameters"):
         return {}
     value = item.get("parameters")
     if value is None:
@@ -55,7 +62,7 @@ def too_long(what: str, length: int, limit: int) -> ScoringError:
 def request_id(request: Any) -> str | None:
     """The request's 'id', echoed in the answer: a short string (a long one would be kept and written
     back whole, beyond what the request's tensors may cost)."""
-    if "id" not in request:
+    if not has(request, "id"):
         return None
     value = request.get("id")
     if not isinstance(value, str):
@@ -299,7 +306,7 @@ def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool,
     asked for twice is refused, as Triton refuses it: each copy would repeat the whole tensor, so a
     140 KB request naming one output 5,000 times was answered with 300 MB (1.1 GB in the worker)."""
     everything_binary = bool(parameters(request, "the request").get("binary_data_output", False))
-    asked = request.get("outputs")
+    asked = request.get("outputs") if has(request, "outputs") else None
     names = [spec["name"] for spec in model.outputs]
     if not asked:
         return [(name, everything_binary, 0) for name in names]

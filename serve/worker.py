@@ -89,9 +89,9 @@ def main() -> int:
     settings = json.loads(os.environ[ENVIRONMENT])
     line_format = f"[worker {settings['index']}] %(message)s"
     oplog.start(logging.INFO, formatter=OneLine(line_format))  # never waits for stderr
-    listener = None
+    access_writer = None
     if settings.get("access_log", False):  # written by a thread of its own, off the request path
-        listener = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")
+        access_writer = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")
     else:
         logging.getLogger("serve.access").setLevel(logging.WARNING)
     run_dir = Path(settings["app"]["RUN_DIR"])
@@ -108,8 +108,8 @@ def main() -> int:
     try:
         uvloop.run(serve(settings, heartbeat))
     finally:
-        if listener is not None:
-            accesslog.stop(listener)  # every queued line written before the worker ends
+        if access_writer is not None:
+            accesslog.stop(access_writer)  # every queued line written before the worker ends
         oplog.stop()
         rundir.leave(run_dir, share)  # removes the run directory if the master was killed
     return 0

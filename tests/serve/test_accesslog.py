@@ -54,3 +54,54 @@ def test_every_line_is_written_in_order_by_the_end_of_the_server(serve_process):
         p for p in paths(server.stop()) if p.startswith("/v2/models/")
     ]  # at once: lines still queued must be written before the worker ends
     assert logged == asked
+
+
+class CountingStream(io.StringIO):
+    """A log destination that counts the writes it receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_queued_lines_are_written_together_each_a_json_line(caplog):
+    """The entries queued between two turns of the writer go out in one write, not a write per line;
+    each line is the line format around the entry's JSON, in ASCII (a client's path may hold a C1
+    control character, which some terminals obey)."""
+    caplog.set_level(logging.INFO, logger="serve.access")
+    stream = CountingStream()
+    writer = accesslog.start(stream, "[worker 3] %(message)s")
+    paths_sent = [f"/v2/models/m{n}/infer" for n in range(200)] + ["/v2/\x9b31m\u202e"]
+    for path in paths_sent:
+        accesslog.log(method="POST", path=path, status=200, ms=1.5, model="m", bytes_in=10, bytes_out=20)
+    accesslog.stop(writer)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == len(paths_sent) and stream.writes <= 3
+    assert all(line.startswith("[worker 3] {") and line.isascii() for line in lines)
+    assert [json.loads(line.split("] ", 1)[1])["path"] for line in lines] == paths_sent
+    assert json.loads(lines[0].split("] ", 1)[1]) == {
+        "method": "POST",
+        "path": "/v2/models/m0/infer",
+        "status": 200,
+        "ms": 1.5,
+        "model": "m",
+        "bytes_in": 10,
+        "bytes_out": 20,
+    }
+
+
+def test_a_line_format_with_other_fields_is_kept(caplog):
+    caplog.set_level(logging.INFO, logger="serve.access")
+    stream = io.StringIO()
+    writer = accesslog.start(stream, "%(levelname)s %(name)s %(message)s")
+    accesslog.log(method="GET", path="/v2", status=200)
+    logging.getLogger("serve.access").warning("said through the logger")
+    accesslog.stop(writer)
+    assert stream.getvalue().splitlines() == [
+        'INFO serve.access {"method":"GET","path":"/v2","status":200}',
+        "WARNING serve.access said through the logger",
+    ]
