@@ -17,6 +17,7 @@ from typing import Any
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 
 from . import tritonrepo
+from .external_data import refuse_external_data
 from .repofiles import read_regular
 from .validation import InvalidVersion
 
@@ -73,5 +74,8 @@ def take(directory: Path) -> Snapshot:
 
 def read_model(path: Path) -> bytes:
     """The model file's bytes: a regular file only (a FIFO would stall the loader, /dev/zero fill it),
-    no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well)."""
-    return read_regular(path, MAX_MODEL_BYTES)
+    no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well), and
+    holding every tensor itself: external data would be read from another file, unverified."""
+    model = read_regular(path, MAX_MODEL_BYTES)
+    refuse_external_data(model, path.name)
+    return model
