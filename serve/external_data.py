@@ -12,6 +12,8 @@ The walk needs no `onnx` package: ONNX's field numbers (onnx/onnx.proto) are sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .validation import InvalidVersion
 
 # message kinds, and the fields of each that hold messages where a tensor can be (onnx/onnx.proto)
@@ -53,16 +55,17 @@ def holds_external_data(data: memoryview) -> bool:
     while pending:
         kind, start, end = pending.pop()
         for number, wire, value_start, value in fields(data, start, end):
-            if kind == TENSOR and number in (EXTERNAL_DATA, DATA_LOCATION):
-                if number == EXTERNAL_DATA or value == EXTERNAL:
-                    return True
+            if kind == TENSOR and (
+                number == EXTERNAL_DATA or (number == DATA_LOCATION and value == EXTERNAL)
+            ):
+                return True
             child = CHILDREN[kind].get(number)
             if child is not None and wire == LENGTH:
                 pending.append((child, value_start, value_start + value))
     return False
 
 
-def fields(data: memoryview, position: int, end: int):  # noqa: ANN201 (a generator of 4-tuples)
+def fields(data: memoryview, position: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """(field number, wire type, where a length-delimited value starts, the varint value or length)."""
     while position < end:
         key, position = varint(data, position, end)
