@@ -16,6 +16,7 @@ same queue; the access log and the queue's writer use the real output.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import io
@@ -51,8 +52,16 @@ class Said(io.TextIOBase):
         *lines, self.partial = (self.partial + text).split("\n")
         self.partial = self.partial[:LONGEST_LINE]
         for line in lines:
-            oplog.say(self.prefix + printable(line), self)
+            self.say(self.prefix + printable(line))
         return len(text)
+
+    def say(self, line: str) -> None:
+        """Queued while the operator's queue runs; written at once before and after it (a traceback
+        printed as the worker ends, once the queue has stopped)."""
+        if oplog.running():
+            oplog.say(line, self)
+        else:
+            oplog.write(self.descriptor, line)
 
 
 def capture(prefix: str) -> None:
@@ -68,6 +77,7 @@ def capture(prefix: str) -> None:
     os.dup2(writer, 2)
     os.close(writer)
     sys.stderr = Said(real, prefix)
+    atexit.register(oplog.stop)  # a traceback said as the worker ends is written before it is gone
     threading.Thread(target=forward, args=(reader, sys.stderr), name="native-output", daemon=True).start()
 
 
@@ -79,4 +89,4 @@ def forward(reader: int, said: Said) -> None:
         partial = partial[:LONGEST_LINE]
         for line in lines:
             text = COLOUR.sub(b"", line[:LONGEST_LINE]).decode(errors="backslashreplace")
-            oplog.say(said.prefix + printable(text), said)
+            said.say(said.prefix + printable(text))
