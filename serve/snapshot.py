@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nnsql.export.onnx.external_data import external_data_problem
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 
 from . import tritonrepo
-from .external_data import refuse_external_data
 from .repofiles import read_regular
 from .validation import InvalidVersion
 
@@ -77,5 +77,7 @@ def read_model(path: Path) -> bytes:
     no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well), and
     holding every tensor itself: external data would be read from another file, unverified."""
     model = read_regular(path, MAX_MODEL_BYTES)
-    refuse_external_data(model, path.name)
+    problem = external_data_problem(model, path.name)
+    if problem is not None:
+        raise InvalidVersion(problem)
     return model

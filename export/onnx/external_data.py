@@ -5,7 +5,8 @@ A tensor stored as external data names a file (`location`) that onnxruntime read
 session, and for a model given as bytes it resolves that name against the process's working directory.
 Such a file is neither in the private copy the scorer verified nor inside the version's directory: a
 model naming `pyproject.toml` handed that file's bytes to any client as an output. So a served model's
-tensors are all inside it, and a model with any tensor outside is refused (serve.snapshot).
+tensors are all inside it, and a model with any tensor outside is refused (serve.snapshot, and
+`nnsql models activate --repo`, which scores the version's check with the bytes it verified).
 
 The walk needs no `onnx` package: ONNX's field numbers (onnx/onnx.proto) are stable by protobuf's rules.
 """
@@ -13,8 +14,6 @@ The walk needs no `onnx` package: ONNX's field numbers (onnx/onnx.proto) are sta
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-from .validation import InvalidVersion
 
 # message kinds, and the fields of each that hold messages where a tensor can be (onnx/onnx.proto)
 MODEL, GRAPH, NODE, ATTRIBUTE, TENSOR, SPARSE, FUNCTION, TRAINING = range(8)
@@ -36,18 +35,20 @@ class Malformed(ValueError):
     """Bytes that are not a protobuf message."""
 
 
-def refuse_external_data(model: bytes, file_name: str) -> None:
-    """InvalidVersion if a tensor of the model (an initializer, a constant, a subgraph's or a function's)
-    keeps its values in another file, or if the bytes are not a protobuf message."""
+def external_data_problem(model: bytes, file_name: str) -> str | None:
+    """Why the model cannot be used as the bytes it is, in one line: a tensor of it (an initializer, a
+    constant, a subgraph's or a function's) keeps its values in another file, or the bytes are not a
+    protobuf message. None: every tensor is inside."""
     try:
         external = holds_external_data(memoryview(model))
     except Malformed as error:
-        raise InvalidVersion(f"{file_name}: not an ONNX model ({error})") from None
+        return f"{file_name}: not an ONNX model ({error})"
     if external:
-        raise InvalidVersion(
-            f"{file_name} keeps tensor values in another file (external data); "
-            "a served model must hold all its tensors (save it with onnx.save(model, path) in one file)"
+        return (
+            f"{file_name} keeps tensor values in another file (external data); a served model must hold "
+            "all its tensors (save it with onnx.save(model, path) in one file)"
         )
+    return None
 
 
 def holds_external_data(data: memoryview) -> bool:
