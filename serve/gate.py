@@ -74,8 +74,9 @@ def read_api_keys(path: str | None) -> frozenset[str]:
 
 def key_accepted(authorization: str, api_key: str, keys: frozenset[str]) -> bool:
     """An `Authorization: Bearer <key>` or `X-API-Key: <key>` holds one of the keys (HTTP headers and gRPC
-    metadata alike)."""
-    given = authorization[7:] if authorization.startswith("Bearer ") else api_key
+    metadata alike). The scheme's name is read in any letter case, as HTTP's are (RFC 9110 §11.1)."""
+    scheme, _, token = authorization.partition(" ")
+    given = token.strip(" ") if scheme.lower() == "bearer" else api_key
     # bytes, not str: compare_digest refuses non-ASCII strings, and a header may hold anything
     offered = given.encode("utf-8", "surrogateescape")
     return any(hmac.compare_digest(offered, key.encode()) for key in keys)

@@ -45,6 +45,11 @@ def say(line: str, stream: Any = None) -> None:
         pass
 
 
+def running() -> bool:
+    """Lines are queued for the writer thread (between `start()` and `stop()`)."""
+    return _writer is not None
+
+
 def write(descriptor: int, line: str) -> None:
     data = (line + "\n").encode(errors="backslashreplace")
     with contextlib.suppress(OSError):  # the reader went away, a full disk: the line is lost

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nnsql.export.onnx.external_data import external_data_problem
 from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 
 from . import tritonrepo
@@ -73,5 +74,10 @@ def take(directory: Path) -> Snapshot:
 
 def read_model(path: Path) -> bytes:
     """The model file's bytes: a regular file only (a FIFO would stall the loader, /dev/zero fill it),
-    no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well)."""
-    return read_regular(path, MAX_MODEL_BYTES)
+    no larger than a model onnxruntime can load (a sparse file of gigabytes would fill it as well), and
+    holding every tensor itself: external data would be read from another file, unverified."""
+    model = read_regular(path, MAX_MODEL_BYTES)
+    problem = external_data_problem(model, path.name)
+    if problem is not None:
+        raise InvalidVersion(problem)
+    return model

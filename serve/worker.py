@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nnsql import quiet
-from nnsql.serve import accesslog, oplog, rundir
+from nnsql.serve import accesslog, native_output, oplog, rundir
 from nnsql.serve.coordination import printable
 from nnsql.serve.liveness import Heartbeat
 
@@ -89,6 +89,9 @@ def main() -> int:
     settings = json.loads(os.environ[ENVIRONMENT])
     line_format = f"[worker {settings['index']}] %(message)s"
     oplog.start(logging.INFO, formatter=OneLine(line_format))  # never waits for stderr
+    native_output.capture(
+        f"[worker {settings['index']}] (stderr) "
+    )  # nor does onnxruntime's C++, writing on fd 2
     access_writer = None
     if settings.get("access_log", False):  # written by a thread of its own, off the request path
         access_writer = accesslog.start(sys.stderr, f"[worker {settings['index']}] %(message)s")

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ExportError
 
 FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
+MAX_CONFIG_DEPTH = 200  # levels of lists and objects; a deep functional model's configuration has ~10
 MAX_CONFIG_BYTES = 64 << 20  # a model's configuration is kilobytes; a bigger one is not read
 
 
@@ -127,11 +128,33 @@ def read_saved_model(path: Path) -> ModelFile:
     return ModelFile(path, "savedmodel", "tf_keras", config)
 
 
+def nesting_depth(value: Any) -> int:
+    """How deep lists and objects nest in a parsed JSON value, counted without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_CONFIG_DEPTH:  # deeper is refused anyway: no need to look further
+            pending.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
 def parse_json(raw: str | bytes, path: Path) -> dict[str, Any]:
     try:
         config = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ExportError(f"{path}: the model configuration is not JSON: {first_line(error)}") from None
+    except RecursionError:  # a few hundred KB of brackets: Python's parser recurses per level
+        config = None
+    if config is None or nesting_depth(config) > MAX_CONFIG_DEPTH:
+        raise ExportError(
+            f"{path}: the model configuration is nested more than {MAX_CONFIG_DEPTH} levels deep; "
+            "no Keras model is (refusing to read it)"
+        )
     if not isinstance(config, dict) or not isinstance(config.get("class_name"), str):
         raise ExportError(f"{path}: the model configuration names no class")
     return config

@@ -13,12 +13,14 @@ from ..publish.pipeline import joined
 TARGET = "onnx"
 
 
-def load_session(path: Path) -> Any:
-    """An onnxruntime session on the converted model, or a one-line error."""
+def load_session(model: Path | bytes) -> Any:
+    """An onnxruntime session on the converted model (its file, or bytes already read), or a one-line
+    error."""
     import onnxruntime
 
+    source = model if isinstance(model, bytes) else str(model)
     try:
-        return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own Fail/InvalidGraph types
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(

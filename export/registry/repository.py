@@ -10,6 +10,7 @@ file every version is served and the newest answers by default.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -179,12 +180,32 @@ def check_version(model_dir: Path, version: int) -> None:
     except (OSError, UnicodeDecodeError) as error:
         what = f"the answer check of {model_dir.name} version {version}"
         raise ExportError(f"cannot read {what}: {error}") from None
-    scores = session_predict(load_session(model_dir / str(version) / MODEL_FILE), check.inputs)
+    scores = session_predict(load_session(verified_model(model_dir, version, metadata)), check.inputs)
     kind = (metadata.get("output_kinds") or ["probabilities"])[0]
     units = int(metadata["outputs"][0]["shape"][-1])
     answered = scorer.answers(kind, np.asarray(scores)[:, :units], list(metadata.get("classes", [])))
     asked = {f: answered[f] for f in check.answers if f in answered}
     require_agreement(check, scores, asked, f"{model_dir.name} version {version}")
+
+
+def verified_model(model_dir: Path, version: int, metadata: dict[str, Any]) -> bytes:
+    """The version's model as the server would load it: read once as a regular file (a FIFO planted in
+    its place blocked onnxruntime's open for ever), the sha256 its metadata records, and every tensor
+    inside it. The check then scores these very bytes."""
+    from ..onnx.external_data import external_data_problem
+
+    what = f"{model_dir.name} version {version}"
+    try:
+        model = regular_bytes(model_dir / str(version) / MODEL_FILE)
+    except OSError as error:
+        raise ExportError(f"cannot read the model of {what}: {error.strerror or error}") from None
+    recorded = metadata.get("sha256")
+    if isinstance(recorded, str) and hashlib.sha256(model).hexdigest() != recorded.lower():
+        raise ExportError(f"{what}: {MODEL_FILE} does not match the sha256 in {METADATA_FILE}; not activated")
+    problem = external_data_problem(model, MODEL_FILE)
+    if problem is not None:
+        raise ExportError(f"{what}: {problem}; not activated")
+    return model
 
 
 def activate(repo: Path, name: str, version: int) -> None:
