@@ -73,13 +73,8 @@ def server(tmp_path_factory):
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(CONFIG)
         (repo / name / "1" / "model.onnx").write_bytes(leaking_model(TARGET, nested).SerializeToString())
-    served = ServeProcess(repo, "--workers", "1", "--poll-seconds", "0.2")
-    try:
-        served.wait_ready()
-        served.wait_for_workers(1)
+    with ServeProcess.running(repo) as served:
         yield served
-    finally:
-        served.stop()
 
 
 @pytest.mark.parametrize("model", ["leak", "nested"])

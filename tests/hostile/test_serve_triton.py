@@ -60,13 +60,8 @@ def repo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo):
-    served = ServeProcess(repo, "--workers", "1", "--poll-seconds", "0.2", env={"NNSQL_TEST_KEY": SECRET})
-    try:
-        served.wait_ready()
-        served.wait_for_workers(1)
+    with ServeProcess.running(repo, env={"NNSQL_TEST_KEY": SECRET}) as served:
         yield served
-    finally:
-        served.stop()
 
 
 def infer(server: ServeProcess, model: str) -> requests.Response:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,18 @@ class ServeProcess:
         self.process = subprocess.Popen(
             command, cwd=REPO, stdout=self.output, stderr=subprocess.STDOUT, env=os.environ | (env or {})
         )
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, repo: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[ServeProcess]:
+        """One worker (`--workers 1`, models polled every 0.2 s) serving `repo`, stopped at the end."""
+        served = cls(repo, "--workers", "1", "--poll-seconds", "0.2", *args, env=env)
+        try:
+            served.wait_ready()
+            served.wait_for_workers(1)
+            yield served
+        finally:
+            served.stop()
 
     def wait_ready(self, seconds: float = 60) -> None:
         import time
