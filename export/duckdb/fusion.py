@@ -81,10 +81,11 @@ class Elements:
     """Scalar SQL for element `i` (an SQL integer expression, 0-based) of any value of a graph, given
     the SQL reference of each bound value and input."""
 
-    def __init__(self, graph: ir.Graph, refs: dict[str, str]) -> None:
+    def __init__(self, graph: ir.Graph, refs: dict[str, str], *, by_index: bool = False) -> None:
         self.graph = graph
         self.refs = refs
         self.nodes = {node.name: node for node in graph.nodes}
+        self.by_index = by_index  # whole values as a lambda over their indices, never zipped slices
 
     def of(self, name: str, i: str) -> str:
         if name in self.refs:
@@ -125,7 +126,7 @@ class Elements:
                 else self.list_of(self.nodes[node.inputs[0]])
             )
         size = self.graph.size_of(node.name)
-        zipped = self.zipped(node, size)
+        zipped = None if self.by_index else self.zipped(node, size)
         if zipped is not None:
             return zipped
         return f"list_transform(range({size}), lambda _nn_k: {self.expand(node, '_nn_k')})"

@@ -229,34 +229,26 @@ class DuckDBGenerator(Generator):
 
     def emit_StepMask(self, node: ir.StepMask, x: str) -> str:
         """1.0 for each step of which some feature is not 0, else 0.0 (the IR's value, so that any node may
-        read it). Steps after the last value that is not 0 are masked: the flags are computed over the
-        steps before it and padded with zeros (an event fills few of its slots, and its padding comes last,
-        so most steps cost nothing). The steps' features are zipped from strided slices: no lambda copies
-        the row per step."""
+        read it). Each step's features are read by index from the row inside a lambda over the steps: a
+        slice of the row, strided or not, copies values at every call, and DuckDB reads an element of a
+        captured list without copying it."""
         width = self.graph.size_of(node.inputs[0]) // node.steps
-        set_from_end = f"list_position(list_reverse(list_transform({x}, lambda _nn_e: _nn_e <> 0)), true)"
-        used = f"(len({x}) + {width} - coalesce({set_from_end}, len({x}) + 1)) // {width} * {width}"
-        flags = self.let([(f"{x}[1:{used}]", "_nn_h")], self.step_flags(node, "_nn_h", width))
-        return f"list_resize({flags}, {node.steps}, 0.0::DOUBLE)"
-
-    @staticmethod
-    def step_flags(node: ir.StepMask, x: str, width: int) -> str:
-        """The flags of the whole steps of list `x`."""
         flag = "CASE WHEN {} THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END"
         if width == 1:
             return f"list_transform({x}, lambda _nn_e: {flag.format('_nn_e <> 0')})"
         if width <= ZIP_LIMIT:
-            any_set = " OR ".join(f"_nn_e[{j + 1}] <> 0" for j in range(width))
-            return f"list_transform(list_zip({strided(x, width)}), lambda _nn_e: {flag.format(any_set)})"
-        window = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
-        any_set = f"list_bool_or(list_transform({window}, lambda _nn_e: _nn_e <> 0))"
-        return f"list_transform(range(len({x}) // {width}), lambda _nn_t: {flag.format(any_set)})"
+            any_set = " OR ".join(f"{x}[_nn_t * {width} + {j + 1}] <> 0" for j in range(width))
+        else:
+            window = f"{x}[_nn_t * {width} + 1 : (_nn_t + 1) * {width}]"
+            any_set = f"list_bool_or(list_transform({window}, lambda _nn_e: _nn_e <> 0))"
+        return f"list_transform(range({node.steps}), lambda _nn_t: {flag.format(any_set)})"
 
     @staticmethod
-    def kept_steps(mask: str) -> str:
-        """The 0-based indices of a step mask's kept steps, in order (an index lambda: no copy)."""
-        indices = f"list_transform({mask}, lambda _nn_e, _nn_i: CASE WHEN _nn_e > 0 THEN _nn_i - 1 END)"
-        return f"list_filter({indices}, lambda _nn_k: _nn_k IS NOT NULL)"
+    def step_values(x: str, features: int) -> str:
+        """The features of step _nn_t of list `x`, read by index (a slice when they are many)."""
+        if features > ZIP_LIMIT:
+            return f"{x}[_nn_t * {features} + 1 : (_nn_t + 1) * {features}]"
+        return "[" + ", ".join(f"{x}[_nn_t * {features} + {f + 1}]" for f in range(features)) + "]"
 
     def emit_Scan(self, node: ir.Scan, x: str, mask: str | None = None) -> str:
         """A list_reduce over the steps (see `scan_elements`); the accumulator {s: state, o: outputs, ...}
@@ -272,7 +264,7 @@ class DuckDBGenerator(Generator):
 
         outer, inner = self.params_ref, value_ref(f"{node.name}_weights")
         self.params_ref = inner
-        update = self.let_chain(node.body, refs, new_accumulator)
+        update = self.let_chain(node.body, refs, new_accumulator, by_index=True)
         self.params_ref = outer
         if mask is not None and node.sequences:
             skipped = zeros(size) if node.zero_masked else f"_nn_acc.s[1:{size}]"
@@ -287,35 +279,35 @@ class DuckDBGenerator(Generator):
         return self.let([("{" + ", ".join(weights) + "}", inner)], loop) if weights else loop
 
     def scan_elements(self, node: ir.Scan, x: str, mask: str | None) -> str:
-        """The steps as list elements {x: features, k: 1 kept or 0 masked} in the order they run, cut from
-        the row by strided slices zipped together: a lambda over the steps that sliced the row would
-        copy the whole row once per step. Without sequences, masked steps are left out (Keras carries the
-        state over them, so skipping them is exact): the kept steps' values are gathered first."""
-        features, empty = node.features, "[]::DOUBLE[]"
-        row, flag = x, "1.0"
+        """The steps as list elements {x: features, k: 1 kept or 0 masked} in the order they run, each read
+        by index from the row (see `emit_StepMask`). Without sequences, masked steps are left out (Keras
+        carries the state over them, so skipping them is exact): only the kept steps' indices are listed."""
+        empty, steps, flag = "[]::DOUBLE[]", f"range({node.steps})", "1.0"
         if mask is not None and not node.sequences:
-            offsets = f"list_transform(range({features}), lambda _nn_f: _nn_t * {features} + _nn_f + 1)"
-            kept = self.kept_steps(mask)
-            row = f"list_select({x}, flatten(list_transform({kept}, lambda _nn_t: {offsets})))"
+            steps = f"list_filter({steps}, lambda _nn_t: {mask}[_nn_t + 1] > 0)"
         elif mask is not None:
-            flag = f"CASE WHEN {mask}[_nn_e[1] + 1] > 0 THEN 1.0 ELSE 0.0 END"
-        zipped = f"list_zip(range(len(_nn_c) // {features}), {strided('_nn_c', features)})"
+            flag = f"CASE WHEN {mask}[_nn_t + 1] > 0 THEN 1.0 ELSE 0.0 END"
         if node.reverse:
-            zipped = f"list_reverse({zipped})"
-        step = ", ".join(f"_nn_e[{f + 2}]" for f in range(features))
-        element = f"{{s: {empty}, o: {empty}, k: {flag}, x: [{step}]}}"
-        return self.let([(row, "_nn_c")], f"list_transform({zipped}, lambda _nn_e: {element})")
+            steps = f"list_reverse({steps})"
+        element = f"{{s: {empty}, o: {empty}, k: {flag}, x: {self.step_values(x, node.features)}}}"
+        return f"list_transform({steps}, lambda _nn_t: {element})"
 
     def has_params(self, node: ir.Node) -> bool:
         return hasattr(self, f"params_{node.kind}")
 
     def let_chain(
-        self, graph: ir.Graph, refs: dict[str, str], result: Callable[[dict[str, str]], str]
+        self,
+        graph: ir.Graph,
+        refs: dict[str, str],
+        result: Callable[[dict[str, str]], str],
+        *,
+        by_index: bool = False,
     ) -> str:
         """`result(refs)` inside one binding per dependency level of the graph's bound values (see
-        export/duckdb/fusion.py); `refs` maps the values already bound (inputs) to their SQL."""
+        export/duckdb/fusion.py); `refs` maps the values already bound (inputs) to their SQL. With
+        `by_index`, fused values read the bound ones by index (fusion.Elements)."""
         refs = dict(refs)
-        elements = fusion.Elements(graph, refs)
+        elements = fusion.Elements(graph, refs, by_index=by_index)
         bindings = []
         for group in fusion.levels(graph, fusion.bound_values(graph, refs), set(refs)):
             expressions = [(name, self.value_sql(graph, name, refs, elements)) for name in group]

@@ -138,13 +138,10 @@ TEXT_FAULTS: dict[str, dict[str, Rewrites]] = {
             ),
         ),
         "loop_one_step_short": (
-            (r"(CASE WHEN _nn_e > 0) (THEN _nn_i - 1 END)", rf"\1 AND _nn_i <= {LAST} \2"),
+            (r"(lambda _nn_t: _nn_v_masking_steps\[_nn_t \+ 1\] > 0)", rf"\1 AND _nn_t < {LAST}"),
         ),
         "mask_one_step_late": (
-            (
-                r"^(\s*)_nn_v_masking_steps,$",
-                r"\1list_concat(_nn_v_masking_steps[1:1], _nn_v_masking_steps[1:-2]),",
-            ),
+            (r"_nn_v_masking_steps\[_nn_t \+ 1\] > 0", "_nn_v_masking_steps[greatest(_nn_t, 1)] > 0"),
         ),
     },
     "plpgsql": {

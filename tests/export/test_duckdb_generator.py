@@ -124,3 +124,16 @@ def test_step_mask_flags_every_step_up_to_the_last_value_set(tmp_path, width):
     assert expected.any(axis=1).sum() == 4  # the rows above do reach both outcomes
     np.testing.assert_array_equal(store.scores("steps", {"sequence": rows}), expected)
     store.close()
+
+
+def test_scan_reads_steps_by_index_not_by_slices_of_the_row():
+    """A slice of a list copies values at every call (a strided one over a row of 801 × 19 values cost
+    more than the GRU's loop): the step mask and the scan read each step's features by index."""
+    from nnsql.export.compile import to_ir
+    from tests import models
+
+    graph = to_ir(models.inclusive_classifier(), target="duckdb")
+    body = DuckDBGenerator(graph, "ic", 1).body()
+    assert ":-1:19]" not in body  # no strided slice of the row, nor of the kept steps
+    assert "list_select(" not in body  # the kept steps are not gathered into a copy of the row
+    assert "_nn_v_gru_input[_nn_t * 19 + 19]" in body  # the last feature of step _nn_t

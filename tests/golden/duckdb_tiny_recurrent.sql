@@ -147,46 +147,24 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
                 )
             ], lambda _nn_v_sequence:
             list_transform([extra::DOUBLE[]], lambda _nn_v_extra:
-            list_transform([list_resize(list_transform([
-                _nn_v_sequence[
-                    1:(
-                        len(_nn_v_sequence) + 2 - coalesce(
-                            list_position(
-                                list_reverse(list_transform(_nn_v_sequence, lambda _nn_e: _nn_e <> 0)),
-                                true
-                            ),
-                            len(_nn_v_sequence) + 1
-                        )
-                    ) // 2 * 2
-                ]
-            ], lambda _nn_h:
-            list_transform(
-                list_zip(_nn_h[1:-1:2], _nn_h[2:-1:2]),
-                lambda _nn_e: CASE WHEN _nn_e[1] <> 0 OR _nn_e[2] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END
-            ))[1], 3, 0.0::DOUBLE)], lambda _nn_v_mask:
-            list_transform([list_transform([{gru_zrh: _nn_p.gru_zrh}], lambda _nn_v_gru_weights:
-            list_reduce(list_transform([
-                list_select(
-                    _nn_v_sequence,
-                    flatten(
-                        list_transform(
-                            list_filter(
-                                list_transform(
-                                    _nn_v_mask,
-                                    lambda _nn_e,
-                                    _nn_i: CASE WHEN _nn_e > 0 THEN _nn_i - 1 END
-                                ),
-                                lambda _nn_k: _nn_k IS NOT NULL
-                            ),
-                            lambda _nn_t: list_transform(range(2), lambda _nn_f: _nn_t * 2 + _nn_f + 1)
-                        )
-                    )
+            list_transform([
+                list_transform(
+                    range(3),
+                    lambda _nn_t: CASE WHEN _nn_v_sequence[_nn_t * 2 + 1] <> 0 OR _nn_v_sequence[
+                        _nn_t * 2 + 2
+                    ] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END
                 )
-            ], lambda _nn_c:
-            list_transform(
-                list_zip(range(len(_nn_c) // 2), _nn_c[1:-1:2], _nn_c[2:-1:2]),
-                lambda _nn_e: {s: []::DOUBLE[], o: []::DOUBLE[], k: 1.0, x: [_nn_e[2], _nn_e[3]]}
-            ))[1], lambda _nn_acc, _nn_step: list_transform([list_concat(_nn_step.x, _nn_acc.s)], lambda
+            ], lambda _nn_v_mask:
+            list_transform([list_transform([{gru_zrh: _nn_p.gru_zrh}], lambda _nn_v_gru_weights:
+            list_reduce(list_transform(
+                list_filter(range(3), lambda _nn_t: _nn_v_mask[_nn_t + 1] > 0),
+                lambda _nn_t: {
+                    s: []::DOUBLE[],
+                    o: []::DOUBLE[],
+                    k: 1.0,
+                    x: [_nn_v_sequence[_nn_t * 2 + 1], _nn_v_sequence[_nn_t * 2 + 2]]
+                }
+            ), lambda _nn_acc, _nn_step: list_transform([list_concat(_nn_step.x, _nn_acc.s)], lambda
                 _nn_v_gru_xh:
             list_transform([
                 list_transform(
@@ -196,17 +174,27 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
             ], lambda _nn_v_gru_zrh:
             list_transform([
                 list_transform(
-                    list_zip(
-                        _nn_v_gru_zrh[5:6],
-                        _nn_v_gru_zrh[3:4],
-                        _nn_v_gru_zrh[7:8],
-                        _nn_v_gru_zrh[1:2],
-                        _nn_acc.s
-                    ),
-                    lambda _nn_z: (
-                        tanh((_nn_z[1] + (1.0 / (1.0 + exp(-(_nn_z[2]))) * _nn_z[3]))) + (
-                            1.0 / (1.0 + exp(-(_nn_z[4]))) * (
-                                _nn_z[5] - tanh((_nn_z[1] + (1.0 / (1.0 + exp(-(_nn_z[2]))) * _nn_z[3])))
+                    range(2),
+                    lambda _nn_k: (
+                        tanh(
+                            (
+                                _nn_v_gru_zrh[_nn_k + 4 + 1] + (
+                                    1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
+                                        _nn_k + 6 + 1
+                                    ]
+                                )
+                            )
+                        ) + (
+                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 1]))) * (
+                                _nn_acc.s[_nn_k + 1] - tanh(
+                                    (
+                                        _nn_v_gru_zrh[_nn_k + 4 + 1] + (
+                                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
+                                                _nn_k + 6 + 1
+                                            ]
+                                        )
+                                    )
+                                )
                             )
                         )
                     )
