@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ import requests
 from nnsql.serve import accesslog
 from tests.conftest import REPO
 from tests.fixtures import free_port
+from tests.serve.conftest import ServeProcess, onnx_repo  # noqa: F401  (the fixture, used below)
 from tests.serve.test_triton_repository import IRIS_CONFIG, softmax_model
 
 pytestmark = pytest.mark.slow
@@ -130,3 +132,23 @@ def wait_ready(server: subprocess.Popen, port: int, seconds: float = 60) -> None
             pass
         assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.2)
+
+
+def test_a_model_whose_directory_name_is_not_utf8_leaves_the_access_log_running(tmp_path, onnx_repo):  # noqa: F811
+    """A writer of the repository names a model directory with bytes that are not UTF-8 (the model's
+    name then holds lone surrogates); one scoring request naming it used to end the worker's access log
+    writer, and every later request went unlogged."""
+    shutil.copytree(onnx_repo / "mnist" / "1", tmp_path / os.fsdecode(b"m\xff") / "1")
+    server = ServeProcess(tmp_path, "--workers", "1", "--access-log")
+    try:
+        server.wait_ready()
+        server.wait_for_workers(1)
+        requests.post(f"{server.url}/score", json={"features": [0.5] * 784}, timeout=30)
+        for n in range(3):
+            requests.get(f"{server.url}/v2/health/live?after={n}", timeout=10)
+    finally:
+        output = server.stop()
+    logged = [line for line in output.splitlines() if '"path"' in line]
+    assert any('"path":"/score"' in line and "\\udcff" in line for line in logged), output[-2000:]
+    assert sum('"path":"/v2/health/live"' in line for line in logged) == 3, output[-2000:]
+    assert "Exception in thread" not in output, output[-2000:]
