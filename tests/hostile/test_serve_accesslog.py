@@ -5,6 +5,7 @@ requests with 60 KB paths used to grow a worker by the size of every path, witho
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import os
 import shutil
@@ -158,3 +159,28 @@ def test_a_model_directory_whose_name_is_not_utf8_is_ignored(tmp_path, onnx_repo
     assert "its name is not UTF-8" in output and "Traceback" not in output, output[-2000:]
     logged = [line for line in output.splitlines() if '"path":"/v2/health/live"' in line]
     assert len(logged) == 3, output[-2000:]
+
+
+def test_requests_refused_on_their_headers_are_logged(tmp_path, onnx_repo):  # noqa: F811
+    """The front end refuses a wrong key, a foreign Host or an oversized body before the app runs: those
+    requests never reached the access log, so a client guessing keys on a keyed server left no trace."""
+    keys = tmp_path / "keys"
+    keys.write_text("right-key\n")
+    server = ServeProcess(onnx_repo, "--workers", "1", "--access-log", "--api-key-file", str(keys))
+    try:
+        server.wait_ready()
+        server.wait_for_workers(1)
+        url = f"{server.url}/v2/models/mnist/infer"
+        guesses = [
+            requests.post(url, data=b"{}", headers={"Authorization": f"Bearer guess-{n}"}, timeout=10)
+            for n in range(3)
+        ]
+        foreign = requests.get(f"{server.url}/v2/models/mnist", headers={"Host": "evil.example"}, timeout=10)
+    finally:
+        output = server.stop()
+    assert [answer.status_code for answer in guesses] == [401] * 3 and foreign.status_code == 403
+    entries = [json.loads(line.split("] ", 1)[1]) for line in output.splitlines() if '"status"' in line]
+    refused = [(e["method"], e["path"], e["status"]) for e in entries if e["status"] in (401, 403)]
+    assert refused == [("POST", "/v2/models/mnist/infer", 401)] * 3 + [("GET", "/v2/models/mnist", 403)], (
+        output[-2000:]
+    )
