@@ -37,9 +37,15 @@ class Entry(dict):
     def json(self) -> str:
         """Compact JSON, in ASCII: a client's path with other characters (a C1 control such as U+009B
         can drive a terminal) is written with \\u escapes. orjson takes a twentieth of the standard
-        library's time, which serves only the rare entry that is not ASCII."""
-        text = orjson.dumps(self).decode()
-        return text if text.isascii() else json.dumps(self, separators=(",", ":"))
+        library's time; the standard library serves only the rare entry that is not ASCII, or that
+        orjson refuses: a model named by a directory whose name is not UTF-8 holds lone surrogates."""
+        try:
+            text = orjson.dumps(self).decode()
+        except TypeError:  # orjson.JSONEncodeError
+            text = ""
+        if text and text.isascii():
+            return text
+        return json.dumps(self, separators=(",", ":"), default=repr)
 
     def __str__(self) -> str:
         return self.json()
@@ -87,6 +93,21 @@ def dropped_record() -> logging.LogRecord:
     )
 
 
+def failed_record(error: Exception) -> logging.LogRecord:
+    """One line for an entry that could not be written."""
+    message = f"access log: an entry could not be written ({type(error).__name__})"
+    return logging.makeLogRecord(
+        {"name": ACCESS_LOG.name, "msg": message, "levelno": logging.WARNING, "levelname": "WARNING"}
+    )
+
+
+def bytes_in(environ: dict) -> int:
+    """A request body's size for its entry: the length the WSGI server gives (serve/server.py gives it
+    for every body, a chunked one's too), else 0. The Flask hook and serve.fastpath both log this."""
+    text = environ.get("CONTENT_LENGTH", "")
+    return int(text) if text.isdigit() else 0
+
+
 def around_message(line_format: str) -> tuple[str, str] | None:
     """What the line format puts before and after the message, when the message is all it takes from
     a record (`[worker 0] %(message)s`); None when it needs a record's other fields."""
@@ -123,7 +144,10 @@ class Writer:
                 item = self.queue.get_nowait()
             except queue.Empty:
                 break
-            lines.append(self.line(item))
+            try:
+                lines.append(self.line(item))
+            except Exception as error:  # one entry never stops the writer: said, and the others written
+                lines.append(self.formatter.format(failed_record(error)))
         if _dropped[0]:
             lines.append(self.formatter.format(dropped_record()))
         if lines:

@@ -161,7 +161,7 @@ def register_hooks(app: Flask) -> None:
             status=response.status_code,
             ms=round(1000 * (time.perf_counter() - started), 3) if started else 0.0,
             model=getattr(context, "model_name", None),
-            bytes_in=incoming.content_length or 0,
+            bytes_in=accesslog.bytes_in(incoming.environ),
             bytes_out=response.calculate_content_length() or 0,
         )
         return response

@@ -76,6 +76,16 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def nameable(name: str) -> bool:
+    """Whether a client can name the model: a directory name that is not UTF-8 reads with lone
+    surrogates, which no request path can hold and no JSON answer, metric or log line can carry."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -174,6 +184,9 @@ class Scanner:
         models = sorted(p for p in self.entries(self.root) if p.is_dir() and not p.name.startswith("."))
         found = {}
         for model_dir in models:
+            if not nameable(model_dir.name):
+                self.say_once(model_dir, logging.WARNING, f"ignoring {model_dir}: its name is not UTF-8")
+                continue
             try:
                 found[model_dir.name] = self.version_numbers(model_dir)
             except OSError as error:  # removed or moved away while this scan ran: gone for this scan

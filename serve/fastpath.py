@@ -80,7 +80,7 @@ class V2Inference:
             status=status,
             ms=round(1000 * (time.perf_counter() - started), 3),
             model=getattr(g._get_current_object(), "model_name", None),
-            bytes_in=content_length(environ) or 0,
+            bytes_in=accesslog.bytes_in(environ),
             bytes_out=size,
         )
 

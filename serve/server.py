@@ -35,6 +35,7 @@ from urllib.parse import unquote_to_bytes
 import httptools
 import orjson
 
+from . import accesslog
 from .gate import Headers, Refusal
 
 LOG = logging.getLogger("nnsql.serve.server")
@@ -193,6 +194,7 @@ class Connection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername") or ("", 0)
         self.client = str(self.peer[0])
         if not self.server.register(self):
+            log_refusal(None, Refusal(429, ""))
             self.closed = True
             self.send_error(429, "too many connections from your address: reuse connections")
             transport.close()
@@ -468,6 +470,7 @@ class Connection(asyncio.Protocol):
         whole before it (pipelined) are answered first, in order."""
         if self.closed:
             return
+        log_refusal(self.current, refusal)
         self.drop_current()
         if self.busy or self.waiting:
             self.stop_reading()
@@ -516,3 +519,25 @@ class Connection(asyncio.Protocol):
             and now - self.since > self.limits.idle_timeout
         ) or (self.write_paused and now - self.since > self.limits.idle_timeout):
             self.close()
+
+
+def log_refusal(incoming: Incoming | None, refusal: Refusal) -> None:
+    """The access log entry of a request refused here, on its headers or as it arrived (a wrong key, a
+    foreign Host, a body past its limit, a timeout), as the app logs the requests it answers: a client
+    guessing keys or probing paths is seen in the log. Method and path as far as they were received."""
+    path = ""
+    if incoming is not None and incoming.url:
+        try:
+            raw = unquote_to_bytes(httptools.parse_url(incoming.url).path)
+        except httptools.HttpParserInvalidURLError:
+            raw = incoming.url
+        path = raw.decode("utf-8", "replace")
+    accesslog.log(
+        method=incoming.method if incoming is not None else "",
+        path=path,
+        status=refusal.status,
+        ms=round(1000 * (time.monotonic() - incoming.started), 3) if incoming is not None else 0.0,
+        model=None,
+        bytes_in=incoming.size if incoming is not None else 0,
+        bytes_out=len(orjson.dumps({"error": refusal.message})),
+    )

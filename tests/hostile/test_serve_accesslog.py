@@ -5,8 +5,10 @@ requests with 60 KB paths used to grow a worker by the size of every path, witho
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,6 +21,7 @@ import requests
 from nnsql.serve import accesslog
 from tests.conftest import REPO
 from tests.fixtures import free_port
+from tests.serve.conftest import ServeProcess, onnx_repo  # noqa: F401  (the fixture, used below)
 from tests.serve.test_triton_repository import IRIS_CONFIG, softmax_model
 
 pytestmark = pytest.mark.slow
@@ -130,3 +133,54 @@ def wait_ready(server: subprocess.Popen, port: int, seconds: float = 60) -> None
             pass
         assert server.poll() is None and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.2)
+
+
+def test_a_model_directory_whose_name_is_not_utf8_is_ignored(tmp_path, onnx_repo):  # noqa: F811
+    """A writer of the repository names a model directory with bytes that are not UTF-8: the model's
+    name then held lone surrogates, which no client can send and orjson cannot write. The repository
+    index and /metrics answered 500 for everyone, and one /score request ended the worker's access log
+    writer. Such a directory is now ignored, said once; the other models serve and list as before."""
+    shutil.copytree(onnx_repo / "mnist" / "1", tmp_path / "mnist" / "1")
+    shutil.copytree(onnx_repo / "mnist" / "1", tmp_path / os.fsdecode(b"m\xff") / "1")
+    server = ServeProcess(tmp_path, "--workers", "1", "--access-log")
+    try:
+        server.wait_ready()
+        server.wait_for_workers(1)
+        index = requests.post(f"{server.url}/v2/repository/index", timeout=10)
+        score = requests.post(f"{server.url}/score", json={"features": [0.5] * 784}, timeout=30)
+        metrics = requests.get(f"{server.url}/metrics", timeout=10)
+        for n in range(3):
+            requests.get(f"{server.url}/v2/health/live?after={n}", timeout=10)
+    finally:
+        output = server.stop()
+    assert index.status_code == 200 and [m["name"] for m in index.json()] == ["mnist"], index.text
+    assert metrics.status_code == 200 and "mnist" in metrics.text
+    assert score.status_code == 200 and score.json()["model"] == "mnist", score.text
+    assert "its name is not UTF-8" in output and "Traceback" not in output, output[-2000:]
+    logged = [line for line in output.splitlines() if '"path":"/v2/health/live"' in line]
+    assert len(logged) == 3, output[-2000:]
+
+
+def test_requests_refused_on_their_headers_are_logged(tmp_path, onnx_repo):  # noqa: F811
+    """The front end refuses a wrong key, a foreign Host or an oversized body before the app runs: those
+    requests never reached the access log, so a client guessing keys on a keyed server left no trace."""
+    keys = tmp_path / "keys"
+    keys.write_text("right-key\n")
+    server = ServeProcess(onnx_repo, "--workers", "1", "--access-log", "--api-key-file", str(keys))
+    try:
+        server.wait_ready()
+        server.wait_for_workers(1)
+        url = f"{server.url}/v2/models/mnist/infer"
+        guesses = [
+            requests.post(url, data=b"{}", headers={"Authorization": f"Bearer guess-{n}"}, timeout=10)
+            for n in range(3)
+        ]
+        foreign = requests.get(f"{server.url}/v2/models/mnist", headers={"Host": "evil.example"}, timeout=10)
+    finally:
+        output = server.stop()
+    assert [answer.status_code for answer in guesses] == [401] * 3 and foreign.status_code == 403
+    entries = [json.loads(line.split("] ", 1)[1]) for line in output.splitlines() if '"status"' in line]
+    refused = [(e["method"], e["path"], e["status"]) for e in entries if e["status"] in (401, 403)]
+    assert refused == [("POST", "/v2/models/mnist/infer", 401)] * 3 + [("GET", "/v2/models/mnist", 403)], (
+        output[-2000:]
+    )

@@ -5,6 +5,7 @@ second log line or drive the operator's terminal: every line the scan logs is on
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -25,6 +26,18 @@ def test_a_directory_name_is_logged_on_one_printable_line(tmp_path: Path, caplog
     assert any("not a version number" in message for message in messages), messages
     for message in messages:
         assert message.isprintable(), repr(message)
+
+
+def test_a_model_directory_name_that_is_not_utf8_is_ignored_in_one_printable_line(tmp_path: Path, caplog):
+    """No client can name such a model (its name holds lone surrogates) and no JSON answer can carry it."""
+    (tmp_path / os.fsdecode(b"m\xff\n") / "1").mkdir(parents=True)
+    (tmp_path / "plain" / "1").mkdir(parents=True)
+    with caplog.at_level(logging.INFO, logger="nnsql.serve.repository"):
+        found = Scanner(tmp_path).present()
+    assert list(found) == ["plain"]
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("its name is not UTF-8" in message for message in messages), messages
+    assert all(message.isprintable() for message in messages), messages
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import threading
 
 import requests
@@ -105,3 +106,17 @@ def test_a_line_format_with_other_fields_is_kept(caplog):
         'INFO serve.access {"method":"GET","path":"/v2","status":200}',
         "WARNING serve.access said through the logger",
     ]
+
+
+def test_an_entry_orjson_refuses_is_written_and_the_writer_goes_on(caplog):
+    """A model directory whose name is not UTF-8 gives the model a name with lone surrogates, which orjson
+    refuses: the entry naming it used to end the writer thread, and every later line was lost."""
+    caplog.set_level(logging.INFO, logger="serve.access")
+    stream = io.StringIO()
+    writer = accesslog.start(stream)
+    accesslog.log(method="POST", path="/score", status=200, model=os.fsdecode(b"m\xff"))
+    accesslog.log(method="GET", path="/v2/health/live", status=200, model=None)
+    accesslog.stop(writer)
+    lines = stream.getvalue().splitlines()
+    assert [json.loads(line)["path"] for line in lines] == ["/score", "/v2/health/live"]
+    assert all(line.isascii() for line in lines) and '"m\\udcff"' in lines[0]

@@ -52,6 +52,7 @@ def app(onnx_repo):
 def call(wsgi, path: str, body: bytes, headers: dict[str, str]) -> tuple[str, dict, bytes]:
     environ = EnvironBuilder(path=path, method="POST", data=body, headers=headers).get_environ()
     environ["nnsql.admitted"] = True  # serve/server.py checked the headers
+    environ["wsgi.input_terminated"] = True  # and read the whole body, a chunked one too
     answer: list = []
     chunks = wsgi(environ, lambda status, headers, exc_info=None: answer.extend([status, headers]))
     body = b"".join(chunks)
@@ -84,6 +85,11 @@ CASES = {
     "unknown version": ("/v2/models/mnist/versions/9/infer", v2_body(), {}),
     "foreign type": ("/v2/models/mnist/infer", v2_body(), {"Content-Type": "text/csv"}),
     "too large": ("/v2/models/mnist/infer", b" " * (64 << 20), {}),
+    "chunked": (
+        "/v2/models/mnist/infer",
+        v2_body(),
+        {"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    ),
 }
 
 
