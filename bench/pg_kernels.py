@@ -156,16 +156,18 @@ def exported(dsn: str, model_path: Path, x: np.ndarray) -> None:
 
 def measure(server: Any, model_path: Path, x: np.ndarray, slow_rows: int, repeat: int) -> dict[str, Any]:
     import keras
-    import psycopg
 
-    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+    from nnsql.export.postgres.store import connect  # a session pinned to pg_catalog, as every one of ours
+
+    with connect(server.dsn()) as admin:
         admin.execute("CREATE ROLE bench_owner LOGIN NOSUPERUSER")
         admin.execute("GRANT CREATE ON DATABASE postgres TO bench_owner")
+        admin.commit()
     exported(server.dsn(user="bench_owner"), model_path, x)
     model = keras.saving.load_model(model_path, compile=False)
     kernel = next(layer.get_weights()[0] for layer in model.layers if layer.get_weights())  # the first Dense
     results = {}
-    with psycopg.connect(server.dsn(user="bench_owner")) as con:
+    with connect(server.dsn(user="bench_owner")) as con:
         create_contenders(con, kernel)
         con.execute("SET max_parallel_workers_per_gather = 0")
         runs = list(queries(kernel, len(x), slow_rows))
