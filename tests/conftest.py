@@ -114,3 +114,18 @@ def postgres_dsn(postgres_server, request) -> str:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.execute(f"CREATE DATABASE {name}")
     return postgres_server.dsn(name)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local Spark session (local[2]) per test process, for tests/export and tests/hostile, its
+    catalog in a temporary warehouse; stopped at the end, so no JVM outlives the tests."""
+    from pathlib import Path
+
+    from nnsql.export.spark import session
+
+    where = session.Where(Path(tmp_path_factory.mktemp("spark-warehouse")), "local[2]")
+    started = session.start(where, **{"spark.sql.shuffle.partitions": "2"})
+    started.sparkContext.setLogLevel("ERROR")
+    yield started
+    session.stop(started)

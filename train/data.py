@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from . import objectstore, staging
 from .distributed import worker_count, worker_index
+from .text import printable
 
 READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
 SHARD_POLICIES = ("file", "data")
@@ -75,7 +76,7 @@ def local_files(
     print(
         f"worker {worker_index()}/{worker_count()}: {len(objects)} objects ({megabytes:.1f} MB) of "
         f"{pattern}, {fetched} downloaded, {len(objects) - fetched} already staged in {cache}: "
-        + " ".join(stored.key for stored in objects),
+        + " ".join(printable(stored.key) for stored in objects),
         flush=True,
     )
     return [str(path) for path in paths]

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .text import printable
+
 DEFAULT_CACHE = Path(os.environ.get("NNSQL_DATA_CACHE", Path.home() / ".cache" / "nnsql" / "objects"))
 PARALLEL_OBJECTS = 4
 BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
@@ -39,7 +41,11 @@ CREDENTIALS_ADVICE = (
 
 
 class DataError(ValueError):
-    """A training-data problem the user can fix, said in one line."""
+    """A training-data problem the user can fix, said in one line: the message is made printable, since
+    it quotes bucket keys and paths whoever writes the bucket chose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,19 @@ def called(statements: Iterable[str]) -> set[str]:
 
 
 def replaced(spark: Any, names: Iterable[str]) -> list[tuple[str, str]]:
-    """(name, class) of each name the session resolves to a function that is not Spark's own."""
+    """(name, class) of each name the session's function registry (built-ins and temporary functions,
+    which a query consults first) holds as a function that is not Spark's own. A persistent function of
+    the same name in the current database is not one: a query calls the built-in, although
+    `catalog.getFunction(name)` names the persistent one (a `default.exp` made by anyone who may write
+    the catalog refused every export)."""
     found = []
     for name in sorted(names):
-        try:
-            implementation = str(spark.catalog.getFunction(name).className)
-        except Exception:  # not a function in this session (a keyword such as CAST): nothing to replace
-            continue
-        if not implementation.startswith(SPARKS_OWN):
-            found.append((name, implementation))
+        for function in spark.catalog.listFunctions(pattern=name):
+            if function.name.lower() != name or not function.isTemporary:
+                continue  # a keyword such as CAST lists nothing; a persistent function never runs here
+            implementation = str(function.className)
+            if not implementation.startswith(SPARKS_OWN):
+                found.append((name, implementation))
     return found
 
 

@@ -86,11 +86,30 @@ class SparkStore:
         self.sql("CREATE DATABASE IF NOT EXISTS spark_catalog.nnsql")
         self.sql(f"CREATE TABLE IF NOT EXISTS {MODELS} ({MODEL_COLUMNS}) USING parquet")
         self.sql(f"CREATE TABLE IF NOT EXISTS {INSTALLS} ({INSTALL_COLUMNS}) USING parquet")
+        for table, columns in ((MODELS, MODEL_COLUMNS), (INSTALLS, INSTALL_COLUMNS)):
+            self.check_registry(table, columns)
         try:
             yield
         except BaseException:
             self.discard()
             raise
+
+    def check_registry(self, table: str, columns: str) -> None:
+        """The registry table as the exporter creates it. `IF NOT EXISTS` keeps whatever holds the name:
+        a view, or a table of other columns, that someone made first ended the export (or `nnsql
+        models activate`) in Spark's traceback once it was written to; it is refused in one line."""
+        kind = str(self.spark.catalog.getTable(table).tableType)
+        if kind.upper() == "VIEW":
+            raise ExportError(
+                f"{table} is a view, not the registry table the exporter creates: drop it "
+                f"(DROP VIEW {table}) or use another warehouse"
+            )
+        expected = self.spark.createDataFrame([], columns).schema
+        if described(self.spark.table(table).schema) != described(expected):
+            raise ExportError(
+                f"{table} has other columns ({described(self.spark.table(table).schema)}) than the "
+                f"registry table the exporter creates ({columns}): drop it or use another warehouse"
+            )
 
     def next_version(self, name: str) -> int:
         row = self.sql(f"SELECT coalesce(max(version), 0) + 1 FROM {MODELS} WHERE name = :name", name=name)
@@ -210,6 +229,11 @@ class SparkStore:
         for function in ("predict", *FUNCTIONS):
             self.sql(f"DROP FUNCTION IF EXISTS {generator.qualified(generator.versioned(function))}")
         self.rewrite_models(generator.name, None, dropped=generator.version)
+
+
+def described(schema: Any) -> str:
+    """A table's columns as DDL (`name STRING, version INT`), nullability aside."""
+    return ", ".join(f"{field.name} {field.dataType.simpleString().upper()}" for field in schema.fields)
 
 
 def spark_message(error: BaseException) -> str:

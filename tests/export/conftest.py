@@ -105,18 +105,3 @@ def zoo_model(tmp_path_factory):
         return built[name]
 
     return get
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    """One local Spark session (local[2]) per test process, its catalog in a temporary warehouse;
-    stopped at the end, so no JVM outlives the tests."""
-    from pathlib import Path
-
-    from nnsql.export.spark import session
-
-    where = session.Where(Path(tmp_path_factory.mktemp("spark-warehouse")), "local[2]")
-    started = session.start(where, **{"spark.sql.shuffle.partitions": "2"})
-    started.sparkContext.setLogLevel("ERROR")
-    yield started
-    session.stop(started)

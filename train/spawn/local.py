@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nnsql.files import import_root, shipped
 
+from ..text import printable
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
 from .tfconfig import worker_env
 
@@ -80,7 +81,9 @@ def is_output(path: Path) -> bool:
 
 
 def printed_outputs(log: str, since: float) -> list[Path]:
-    """Models and TensorBoard logs the chief wrote during the run and named in its output, newest first."""
+    """Models and TensorBoard logs the chief wrote during the run and named in its output, newest first.
+    The output is not the script's words alone (nnsql.train.data prints the bucket keys it staged, and
+    a key can hold a path), so what it names is checked like data: see `foreign`."""
     found: dict[Path, float] = {}
     for text in PRINTED_PATH.findall(log):
         path = Path(text.rstrip(".,;:)"))
@@ -89,8 +92,35 @@ def printed_outputs(log: str, since: float) -> list[Path]:
     return sorted(found, key=found.__getitem__, reverse=True)
 
 
+def say_not_collected(path: Path, why: str) -> None:
+    print(f"not collected: {printable(str(path))} {why}", file=sys.stderr)
+
+
 def refuse_link(path: Path) -> None:
-    print(f"not collected: {path} is a symbolic link (outputs are copied, never followed)", file=sys.stderr)
+    say_not_collected(path, "is a symbolic link (outputs are copied, never followed)")
+
+
+def foreign(path: Path) -> bool:
+    """Whether `path` belongs to another user (it is left out, and named): what the run wrote is the
+    spawning user's, and another user's file must never become the model, whatever names it."""
+    if path.lstat().st_uid == os.geteuid():
+        return False
+    say_not_collected(path, "is owned by another user (only the run's own files are collected)")
+    return True
+
+
+def collectable(path: Path, copy: Path) -> bool:
+    """Whether a printed path is copied to `copy`: never a link, another user's file, or over what was
+    collected already (the chief's own outputs come first, and a name in the log never replaces them)."""
+    if path.is_symlink():
+        refuse_link(path)
+        return False
+    if foreign(path):
+        return False
+    if copy.exists():
+        say_not_collected(path, f"({copy} was collected already: a printed path never replaces it)")
+        return False
+    return True
 
 
 def copy_outputs(source: Path, target: Path) -> None:
@@ -102,7 +132,7 @@ def copy_outputs(source: Path, target: Path) -> None:
         found = [name for name in names if os.path.islink(os.path.join(directory, name))]
         for name in found:
             refuse_link(Path(directory, name))
-        return found
+        return found + [name for name in names if name not in found and foreign(Path(directory, name))]
 
     shutil.copytree(source, target, ignore=links, dirs_exist_ok=True)
 
@@ -199,10 +229,9 @@ class LocalBackend:
             copy_outputs(source, target)
         printed = []
         for path in printed_outputs(self.logs(spec, 0), self.started):
-            if path.is_symlink():
-                refuse_link(path)
-                continue
             copy = target / path.name
+            if not collectable(path, copy):
+                continue
             if path.is_dir():
                 copy_outputs(path, copy)
             else:
