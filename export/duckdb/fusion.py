@@ -149,18 +149,20 @@ class Elements:
             return f"list_transform({slices[0]}, lambda _nn_z: {element.replace('_nn_z[1]', '_nn_z')})"
         return f"list_transform(list_zip({', '.join(slices)}), lambda _nn_z: {element})"
 
-    def offset_element(self, node: ir.Node, start: int, reads: dict[tuple[str, int], str]) -> str | None:
+    def offset_element(
+        self, node: ir.Node, start: int, reads: dict[tuple[str, int], str], field: str = "_nn_z[{}]"
+    ) -> str | None:
         """The node's element read through zipped slices (`reads` maps each bound value and offset to
-        its field of _nn_z), or None where an element's reads depend on its index."""
+        its `field`, numbered from 1), or None where an element's reads depend on its index."""
         parts = []
         for source in node.inputs:
             offset = start + node.start if isinstance(node, ir.Slice) else start
             if source in self.refs:
-                parts.append(reads.setdefault((source, offset), f"_nn_z[{len(reads) + 1}]"))
+                parts.append(reads.setdefault((source, offset), field.format(len(reads) + 1)))
                 continue
             if isinstance(node, ir.Concatenate) or source not in self.nodes:
                 return None
-            part = self.offset_element(self.nodes[source], offset, reads)
+            part = self.offset_element(self.nodes[source], offset, reads, field)
             if part is None:
                 return None
             parts.append(part)

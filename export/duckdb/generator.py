@@ -24,7 +24,7 @@ from ..ir import graph as ir
 from ..ir import kinds
 from ..ir.graph import FLOAT32_MAX
 from ..target import Capabilities, emitted_kinds, emitter, register
-from . import batches, convolution, fusion, inputs
+from . import batches, convolution, fusion, inputs, units
 from .fusion import SCALAR_ACTIVATIONS, scalar_activation
 
 TARGET = "duckdb"
@@ -211,11 +211,32 @@ class DuckDBGenerator(Generator):
             f"(SELECT list_transform(k.value, lambda _nn_i: {position}) FROM nnsql.tensors k WHERE {where})"
         )
 
+    def params_Scan(self, node: ir.Scan) -> str | None:
+        """A step computed unit by unit reads its Dense's rows grouped by unit (export/duckdb/units.py);
+        None (the body's nodes hold the weights) for any other step."""
+        plan = units.plan(node)
+        if plan is None:
+            return None
+        dense = plan.dense
+        sources, filters = ["nnsql.tensors k"], [self.tensor_filter("k", f"{dense.name}.kernel")]
+        if dense.bias is not None:
+            sources.append("nnsql.tensors b")
+            filters.append(self.tensor_filter("b", f"{dense.name}.bias"))
+        return units.params(plan, filters, sources)
+
     def params(self) -> Iterator[tuple[str, str]]:
+        grouped = {plan.dense.name for plan in self.per_unit_plans()}
         for node in self.graph.all_nodes():
             method = getattr(self, f"params_{node.kind}", None)
-            if method is not None:
-                yield node.name, method(node)
+            sql = None if method is None or node.name in grouped else method(node)
+            if sql is not None:
+                yield node.name, sql
+
+    def per_unit_plans(self) -> Iterator[units.PerUnit]:
+        for node in self.graph.all_nodes():
+            plan = units.plan(node) if isinstance(node, ir.Scan) else None
+            if plan is not None:
+                yield plan
 
     # -- nodes --------------------------------------------------------------------------------
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
@@ -263,9 +284,13 @@ class DuckDBGenerator(Generator):
             return f"{{s: {new}, o: {outputs}, k: 1.0, x: {empty}}}"
 
         outer, inner = self.params_ref, value_ref(f"{node.name}_weights")
-        self.params_ref = inner
-        update = self.let_chain(node.body, refs, new_accumulator, by_index=True)
-        self.params_ref = outer
+        plan = units.plan(node)
+        if plan is not None:
+            update = self.per_unit_step(node, plan, refs, inner, new_accumulator)
+        else:
+            self.params_ref = inner
+            update = self.let_chain(node.body, refs, new_accumulator, by_index=True)
+            self.params_ref = outer
         if mask is not None and node.sequences:
             skipped = zeros(size) if node.zero_masked else f"_nn_acc.s[1:{size}]"
             carried = f"{{s: _nn_acc.s, o: list_concat(_nn_acc.o, {skipped}), k: 1.0, x: {empty}}}"
@@ -274,9 +299,34 @@ class DuckDBGenerator(Generator):
         reduced = (
             f"list_reduce({self.scan_elements(node, x, mask)}, lambda _nn_acc, _nn_step: {update}, {initial})"
         )
-        weights = [f"{n.name}: {outer}.{n.name}" for n in node.body.nodes if self.has_params(n)]
         loop = f"{reduced}.o" if node.sequences else f"{reduced}.s[1:{size}]"
+        if plan is not None:
+            return self.let([(f"{outer}.{node.name}", inner)], loop)
+        weights = [f"{n.name}: {outer}.{n.name}" for n in node.body.nodes if self.has_params(n)]
         return self.let([("{" + ", ".join(weights) + "}", inner)], loop) if weights else loop
+
+    def per_unit_step(
+        self,
+        node: ir.Scan,
+        plan: units.PerUnit,
+        refs: dict[str, str],
+        weights: str,
+        result: Callable[[dict[str, str]], str],
+    ) -> str:
+        """One step unit by unit (export/duckdb/units.py): the Dense's input, then each unit's values,
+        then the new state, each bound once."""
+        body, source = node.body, plan.dense.inputs[0]
+        bindings = []
+        if source in refs:
+            dense_input = refs[source]
+        else:
+            dense_input = value_ref(source)
+            elements = fusion.Elements(body, refs, by_index=True)
+            bindings.append((elements.list_of(elements.nodes[source]), dense_input))
+        per_unit, new = value_ref(f"{node.name}_units"), value_ref(body.output)
+        bindings.append((units.inputs_of_units(plan, weights, dense_input, refs[node.state_input]), per_unit))
+        bindings.append((units.new_state(plan, per_unit), new))
+        return self.let(bindings, result({body.output: new}))
 
     def scan_elements(self, node: ir.Scan, x: str, mask: str | None) -> str:
         """The steps as list elements {x: features, k: 1 kept or 0 masked} in the order they run, each read

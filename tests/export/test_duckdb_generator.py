@@ -137,3 +137,47 @@ def test_scan_reads_steps_by_index_not_by_slices_of_the_row():
     assert ":-1:19]" not in body  # no strided slice of the row, nor of the kept steps
     assert "list_select(" not in body  # the kept steps are not gathered into a copy of the row
     assert "_nn_v_gru_input[_nn_t * 19 + 19]" in body  # the last feature of step _nn_t
+
+
+def test_gru_step_runs_unit_by_unit():
+    """Unit k of a GRU's new state reads the Dense over [x, h] only at k, k + 50, k + 100 and k + 150:
+    the loop computes those four dot products per unit, from rows grouped by unit when the version is
+    published, instead of binding all 200 outputs and reading them back by index."""
+    from nnsql.export.compile import to_ir
+    from tests import models
+
+    generator = DuckDBGenerator(to_ir(models.inclusive_classifier(), target="duckdb"), "ic", 1)
+    body, weights = generator.body(), generator.render_weights()
+    assert "lambda _nn_u: {v1: list_dot_product(_nn_u.w1, _nn_v_gru_xh) + _nn_u.b1" in body
+    assert "_nn_u.w4" in body and "_nn_u.w5" not in body  # z, r and the candidate's two halves
+    assert "_nn_v_gru_zrh" not in body  # the Dense's whole output is never bound
+    grouped = "".join(weights.split())  # as formatted, without its line breaks and indents
+    assert "gru:(SELECTlist_transform(range(50),lambda_nn_j:{i:_nn_j+1," in grouped
+    assert "gru_zrh:" not in weights  # the rows are stored once, grouped by unit
+
+
+@pytest.mark.parametrize(
+    ("layer", "per_unit"),
+    [
+        ({"kind": "GRU", "reset_after": True}, True),
+        ({"kind": "GRU", "reset_after": False}, False),  # h·U_h reads r·h, all of the reset gate
+        ({"kind": "LSTM"}, False),  # the state [h, c] is a Concatenate
+        ({"kind": "SimpleRNN"}, False),  # the Dense is the new state itself
+    ],
+)
+def test_only_steps_of_one_dense_and_elementwise_nodes_run_unit_by_unit(layer, per_unit):
+    import keras
+
+    from nnsql.export.compile import to_ir
+    from nnsql.export.duckdb import units
+    from nnsql.export.ir import graph as ir
+
+    options = dict(layer)
+    kind = options.pop("kind")
+    inputs = keras.Input((5, 3))
+    model = keras.Model(inputs, getattr(keras.layers, kind)(4, name="rnn", **options)(inputs))
+    scan = next(node for node in to_ir(model, target="duckdb").nodes if isinstance(node, ir.Scan))
+    plan = units.plan(scan)
+    assert (plan is not None) == per_unit
+    if plan is not None:
+        assert plan.offsets == [8, 4, 12, 0]  # candidate from x, reset gate, candidate from h, update gate

@@ -155,7 +155,7 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
                     ] <> 0 THEN 1.0::DOUBLE ELSE 0.0::DOUBLE END
                 )
             ], lambda _nn_v_mask:
-            list_transform([list_transform([{gru_zrh: _nn_p.gru_zrh}], lambda _nn_v_gru_weights:
+            list_transform([list_transform([_nn_p.gru], lambda _nn_v_gru_weights:
             list_reduce(list_transform(
                 list_filter(range(3), lambda _nn_t: _nn_v_mask[_nn_t + 1] > 0),
                 lambda _nn_t: {
@@ -168,33 +168,23 @@ CREATE OR REPLACE MACRO rnn.predict(sequence, extra) AS (
                 _nn_v_gru_xh:
             list_transform([
                 list_transform(
-                    _nn_v_gru_weights.gru_zrh,
-                    lambda _nn_u: list_dot_product(_nn_u.w, _nn_v_gru_xh) + _nn_u.b
+                    _nn_v_gru_weights,
+                    lambda _nn_u: {
+                        v1: list_dot_product(_nn_u.w1, _nn_v_gru_xh) + _nn_u.b1,
+                        v2: list_dot_product(_nn_u.w2, _nn_v_gru_xh) + _nn_u.b2,
+                        v3: list_dot_product(_nn_u.w3, _nn_v_gru_xh) + _nn_u.b3,
+                        v4: list_dot_product(_nn_u.w4, _nn_v_gru_xh) + _nn_u.b4,
+                        v5: _nn_acc.s[_nn_u.i]
+                    }
                 )
-            ], lambda _nn_v_gru_zrh:
+            ], lambda _nn_v_gru_units:
             list_transform([
                 list_transform(
-                    range(2),
-                    lambda _nn_k: (
-                        tanh(
-                            (
-                                _nn_v_gru_zrh[_nn_k + 4 + 1] + (
-                                    1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
-                                        _nn_k + 6 + 1
-                                    ]
-                                )
-                            )
-                        ) + (
-                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 1]))) * (
-                                _nn_acc.s[_nn_k + 1] - tanh(
-                                    (
-                                        _nn_v_gru_zrh[_nn_k + 4 + 1] + (
-                                            1.0 / (1.0 + exp(-(_nn_v_gru_zrh[_nn_k + 2 + 1]))) * _nn_v_gru_zrh[
-                                                _nn_k + 6 + 1
-                                            ]
-                                        )
-                                    )
-                                )
+                    _nn_v_gru_units,
+                    lambda _nn_z: (
+                        tanh((_nn_z.v1 + (1.0 / (1.0 + exp(-(_nn_z.v2))) * _nn_z.v3))) + (
+                            1.0 / (1.0 + exp(-(_nn_z.v4))) * (
+                                _nn_z.v5 - tanh((_nn_z.v1 + (1.0 / (1.0 + exp(-(_nn_z.v2))) * _nn_z.v3)))
                             )
                         )
                     )
