@@ -59,7 +59,9 @@ def test_duckdb_scores_the_inclusive_classifier(classifier_path, tmp_path):
     from tests.export.executors import DuckDBExecutor
 
     executor = DuckDBExecutor(tmp_path)
-    assert executor.export(classifier_path, "ic") == 0
+    # A loaded machine plans the 801-step macro for seconds: the minimum of 10 rows may then outlast the
+    # default 20 s; refusing for time is test_budget.py's, so the budget is ample here.
+    assert executor.export(classifier_path, "ic", "--parity-seconds", "600") == 0
     particles, hlf = models.padded_events(5, seed=1)
     rows = executor.predict_rows("ic", particles, hlf)
     label = executor.query("SELECT ic.label(?, ?)", [particles[0].ravel().tolist(), hlf[0].tolist()])[0][0]
