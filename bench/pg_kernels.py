@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 
 from nnsql import quiet
-
-from .scoring import RESULTS, backend_cpu_seconds, bench_rows, conditions, reference_model
+from nnsql.bench.scoring import RESULTS, backend_cpu_seconds, bench_rows, conditions, reference_model
 
 GOAL_MS_PER_ROW = 0.2
 TABLE = "mnist_cube.testdata"
