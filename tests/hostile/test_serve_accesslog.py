@@ -51,6 +51,17 @@ def drain(descriptor: int) -> threading.Thread:
     return thread
 
 
+def stop_draining(server: subprocess.Popen, reader: int) -> bytes:
+    """Stop a server that writes into a pipe nobody read, reading the pipe meanwhile so that its last
+    writes cannot block it; returns what the pipe held."""
+    draining = drain(reader)
+    server.terminate()
+    server.wait(30)
+    draining.join(10)
+    os.close(reader)
+    return b"".join(draining.kept)  # type: ignore[attr-defined]
+
+
 def test_entries_stay_bounded_while_the_output_is_blocked():
     reader, writer = os.pipe()  # never read until the end: the listener's writes block once it is full
     os.set_blocking(writer, True)
@@ -86,7 +97,6 @@ def served_repository(root: Path) -> Path:
 def test_a_flood_of_long_paths_does_not_grow_a_worker_whose_log_is_blocked(tmp_path):
     port = free_port()
     server, reader = serving_into_a_pipe(tmp_path, port, workers=1)
-    draining = None
     try:
         wait_ready(server, port)
         (worker,) = (
@@ -102,11 +112,7 @@ def test_a_flood_of_long_paths_does_not_grow_a_worker_whose_log_is_blocked(tmp_p
         client.close()
         assert answer.status == 404
     finally:
-        draining = drain(reader)
-        server.terminate()
-        server.wait(30)
-        draining.join(10)
-        os.close(reader)
+        stop_draining(server, reader)
     assert grown < GROWTH_MIB, f"the worker grew by {grown:.0f} MiB"
 
 

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 
 from tests.conftest import REPO
 from tests.fixtures import free_port
-from tests.hostile.test_serve_accesslog import drain, served_repository, wait_ready
+from tests.hostile.test_serve_accesslog import drain, served_repository, stop_draining, wait_ready
 from tests.hostile.test_serve_log_output import answered, fill
 from tests.serve.test_triton_repository import IRIS_CONFIG
 
@@ -95,11 +95,7 @@ def test_native_warnings_into_a_blocked_output_stall_no_worker(tmp_path):
         add_noisy_model(tmp_path / "repository", port, server, UNUSED)
         assert all(answered(port) for _ in range(10)), "the worker stopped answering"
     finally:
-        draining = drain(reader)
-        server.terminate()
-        server.wait(30)
-        draining.join(10)
-        os.close(reader)
+        stop_draining(server, reader)
 
 
 def test_native_warnings_cannot_forge_a_log_line(tmp_path):
