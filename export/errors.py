@@ -43,10 +43,3 @@ def first_line(error: BaseException) -> str:
     """An exception's first line of text, or its type's name."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def printable(text: str) -> str:
-    """The text on one line of a terminal: a line break, control character or terminal escape in a
-    name someone else chose (a layer's, a class's, a source path's) is shown escaped, so it can neither
-    forge a line nor drive the terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nnsql.text import printable
+
 from . import tritonrepo
 from .errors import capped
 from .repofiles import MAX_ENTRIES, listed, read_regular
@@ -68,12 +70,6 @@ def read_text(path: Path, limit: int = 64) -> str:
         return read_regular(path, limit, follow=False).decode()
     except (InvalidVersion, UnicodeDecodeError):
         return ""
-
-
-def printable(text: str) -> str:
-    """The text on one line of the operator's log: a line break or terminal escape in a name that a
-    writer of the repository chose is shown escaped, so it can neither forge a line nor drive a terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def nameable(name: str) -> bool:

@@ -25,8 +25,9 @@ import re
 import sys
 import threading
 
+from nnsql.text import printable
+
 from . import oplog
-from .coordination import printable
 
 PIPE_BYTES = 1 << 20
 LONGEST_LINE = 4096  # bytes of one line kept; the rest of it is cut

@@ -23,8 +23,8 @@ from typing import Any
 
 from nnsql import quiet
 from nnsql.serve import accesslog, native_output, oplog, rundir
-from nnsql.serve.coordination import printable
 from nnsql.serve.liveness import Heartbeat
+from nnsql.text import printable
 
 ENVIRONMENT = "NNSQL_SERVE_WORKER"
 LOG = logging.getLogger("nnsql.serve.worker")

@@ -18,9 +18,10 @@ import glob
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nnsql.text import printable
+
 from . import objectstore, staging
 from .distributed import worker_count, worker_index
-from .text import printable
 
 READ_BUFFER = 16 * 1024 * 1024  # bytes per TFRecord reader: large sequential reads
 SHARD_POLICIES = ("file", "data")

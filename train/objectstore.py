@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .text import printable
+from nnsql.text import printable
 
 DEFAULT_CACHE = Path(os.environ.get("NNSQL_DATA_CACHE", Path.home() / ".cache" / "nnsql" / "objects"))
 PARALLEL_OBJECTS = 4

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ExportError, printable
+from nnsql.text import printable
+
+from ..errors import ExportError
 
 PREAMBLE = "Exception encountered when calling"  # Keras's first line, before what went wrong
 COLOURS = re.compile(r"\x1b\[[0-9;]*m")

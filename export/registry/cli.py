@@ -11,8 +11,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from nnsql.text import printable
+
 from .. import cli, connection
-from ..errors import ExportError, printable
+from ..errors import ExportError
 from ..names import check_model_name
 from . import repository
 

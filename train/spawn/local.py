@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from nnsql.files import import_root, shipped
+from nnsql.text import printable
 
-from ..text import printable
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
 from .tfconfig import worker_env
 
