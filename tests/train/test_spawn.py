@@ -347,6 +347,39 @@ def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tm
                 os.kill(pid, signal.SIGKILL)
 
 
+LINGERER = (
+    "import signal, sys, time\n"
+    "for number in (signal.SIGTERM, signal.SIGHUP): signal.signal(number, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_tensorboard_that_ignores_the_stop_is_killed_after_the_grace(tmp_path):
+    """A TensorBoard that ignores or lingers on SIGTERM/SIGHUP held `nnsql spawn tensorboard` for good:
+    the command waited for it before the grace period began. Now the command ends within the grace."""
+    import subprocess
+
+    serving = f"from nnsql.train.spawn.tensorboard import serve; serve([sys.executable, '-c', {LINGERER!r}])"
+    command = [sys.executable, "-c", f"import sys; {serving}"]
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    started: set[int] = set()
+    try:
+        assert server.stdout is not None and server.stdout.readline() == "ready\n"
+        started = descendants(server.pid)
+        server.send_signal(signal.SIGHUP)
+        assert server.wait(timeout=40) == 0  # the grace is 10 s; the rest is room for a loaded machine
+        assert not [pid for pid in started if alive(pid)], "the lingering process outlived the command"
+    finally:
+        server.kill()
+        server.wait()
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_tensorboard_without_logs_says_what_to_do(runs, capsys):
     (runs / "r-empty").mkdir(parents=True)
     (runs / "r-empty" / "run.json").write_text("{}")

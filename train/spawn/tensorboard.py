@@ -70,6 +70,7 @@ def main(argv: list[str], runs: Path) -> int:
 
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+GRACE = 10.0  # seconds the group has to end once this command is told to stop
 
 
 def group_alive(group: int) -> bool:
@@ -82,7 +83,7 @@ def group_alive(group: int) -> bool:
     return True
 
 
-def end_group(group: int, grace: float = 10.0) -> None:
+def end_group(group: int, grace: float = GRACE) -> None:
     """SIGTERM to every process of the group, SIGKILL to those still there after `grace` seconds."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGTERM)
@@ -93,22 +94,38 @@ def end_group(group: int, grace: float = 10.0) -> None:
         os.killpg(group, signal.SIGKILL)
 
 
-def serve(command: list[str]) -> int:
+def serve(command: list[str], grace: float = GRACE) -> int:
     """Run `command` in a process group of its own until it ends or this process is told to stop; 0 when
-    it was stopped on request, else its exit status."""
+    it was stopped on request, else its exit status. Once told to stop, the group has `grace` seconds to
+    end, its first process included: one that ignores or lingers on the signal is killed then."""
     process = subprocess.Popen(command, start_new_session=True)
-    stopped: list[int] = []
+    stopped: list[float] = []
 
     def forward(number: int, frame: object) -> None:
-        stopped.append(number)
+        stopped.append(time.monotonic())
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, number)
 
     previous = {number: signal.signal(number, forward) for number in FORWARDED}
     try:
-        code = process.wait()
+        code = wait_unless_stopped(process, stopped, grace)
     finally:
-        end_group(process.pid)
+        end_group(process.pid, grace=max(0.0, grace - waited_since(stopped)) if stopped else grace)
+        process.wait()
         for number, action in previous.items():
             signal.signal(number, action)
     return 0 if stopped else code
+
+
+def waited_since(stopped: list[float]) -> float:
+    return time.monotonic() - stopped[0]
+
+
+def wait_unless_stopped(process: subprocess.Popen[bytes], stopped: list[float], grace: float) -> int:
+    """The process's exit status, or -1 when it is still running `grace` seconds after a stop request."""
+    while True:
+        try:
+            return process.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            if stopped and waited_since(stopped) >= grace:
+                return -1
