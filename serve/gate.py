@@ -111,6 +111,16 @@ def read_admin_key(model_control: str, variable: str | None) -> frozenset[str]:
     return frozenset({key})
 
 
+def routed_path(path_info: str) -> str:
+    """The path as the app routes it, from WSGI's PATH_INFO (the percent-decoded bytes of the path, read
+    as Latin-1): those bytes read as UTF-8, as Werkzeug reads them. A model named in UTF-8 (tritonclient
+    and browsers percent-encode names so) is the model `nnsql models list` shows, for the gate as for
+    the routes."""
+    if path_info.isascii():
+        return path_info
+    return path_info.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
 def host_name(host: str) -> str:
     """The name or address of a Host header, without its port and IPv6 brackets, lower case."""
     host = host.strip().lower()

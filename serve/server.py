@@ -36,7 +36,7 @@ import httptools
 import orjson
 
 from . import accesslog
-from .gate import Headers, Refusal
+from .gate import Headers, Refusal, routed_path
 
 LOG = logging.getLogger("nnsql.serve.server")
 Admit = Callable[[str, str, str, Headers], Refusal | int]
@@ -281,7 +281,7 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserInvalidURLError:
             self.refuse(Refusal(400, "the request target is not a path (CONNECT is not supported)"))
             raise Stop from None
-        path = unquote_to_bytes(url.path).decode("latin-1")
+        path = routed_path(unquote_to_bytes(url.path).decode("latin-1"))  # as the app will route it
         query = (url.query or b"").decode("latin-1")
         verdict = self.server.admit(incoming.method, path, query, incoming.headers)
         if isinstance(verdict, Refusal):
