@@ -16,6 +16,7 @@ import pytest
 import requests
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
+from tritonclient.utils import InferenceServerException
 
 from tests.fixtures import free_port
 from tests.serve.conftest import ServeProcess, onnx_repo  # noqa: F401  (the fixture, used below)
@@ -82,4 +83,41 @@ def test_a_name_that_is_not_ascii_is_served_by_the_triton_clients(served, name: 
     given = triton_grpc.InferInput("features", [1, 784], "FP32")
     given.set_data_from_numpy(ROW)
     np.testing.assert_array_equal(rpc.infer(name, [given]).as_numpy("probabilities").ravel(), scores)
+    rpc.close()
+
+
+LONG = "a\x1b[2J\n" + "b" * 20_000  # a terminal escape and a line break in the first characters, then more
+SHOWN = 64  # characters of a name an error shows (serve.errors.MAX_ECHOED)
+
+
+def small_and_escaped(message: str) -> None:
+    """The name shown is its first 64 characters, escaped; the models served still fit in the line."""
+    assert "b" * (SHOWN - 5) not in message and "b" * (SHOWN - 6) in message, message
+    assert message.isprintable(), repr(message)  # no line break, no escape: one line, read as text
+    assert "20006 characters" in message and "models: ['mnist'" in message, message
+
+
+def test_a_long_name_is_shown_cut_and_escaped_over_http(served):
+    server, _ = served
+    path = f"{server.url}/v2/models/{quote(LONG)}"
+    for answer in (
+        requests.get(path, timeout=30),
+        requests.post(path + "/infer", json=body(ROW), timeout=30),
+        requests.post(path + "/versions/1/infer", json=body(ROW), timeout=30),
+        requests.post(f"{server.url}/v1/models/{quote(LONG)}:predict", json={"instances": []}, timeout=30),
+    ):
+        assert answer.status_code == 404, answer.text[:400]
+        small_and_escaped(answer.json()["error"])
+
+
+def test_a_long_name_is_shown_cut_and_escaped_over_grpc(served):
+    _, grpc_port = served
+    rpc = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    given = triton_grpc.InferInput("features", [1, 784], "FP32")
+    given.set_data_from_numpy(ROW)
+    for call in (lambda: rpc.infer(LONG, [given]), lambda: rpc.get_model_metadata(LONG)):
+        with pytest.raises(InferenceServerException) as raised:
+            call()
+        assert raised.value.status() == "StatusCode.NOT_FOUND", raised.value
+        small_and_escaped(raised.value.message())
     rpc.close()
