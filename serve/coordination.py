@@ -27,7 +27,7 @@ from typing import Any
 from nnsql.text import printable
 
 from . import tritonrepo
-from .errors import capped
+from .errors import capped, echoed
 from .repofiles import MAX_ENTRIES, listed, read_regular
 from .validation import InvalidVersion
 
@@ -293,7 +293,7 @@ class Coordinator:
             if name not in self.scanner.present():
                 self.done(
                     request_id,
-                    {"ok": False, "status": 404, "message": f"no model {name!r} in the repository"},
+                    {"ok": False, "status": 404, "message": f"no model {echoed(name)} in the repository"},
                 )
                 continue
             if request.get("action") == "unload":
@@ -319,7 +319,7 @@ class Coordinator:
                     f"{key}: {why}" for key, why in commit["failed"].items() if key.startswith(f"{name}/")
                 ]
                 message = "; ".join(reasons) or self.scanner.problems.get(name, NO_VERSION)
-                answer = {"ok": False, "status": 400, "message": f"failed to load {name!r}: {message}"}
+                answer = {"ok": False, "status": 400, "message": f"failed to load {echoed(name)}: {message}"}
             self.done(request_id, answer)
         self.waiting = still
 

@@ -25,7 +25,7 @@ from werkzeug.wsgi import get_input_stream
 
 from . import accesslog, web
 from .errors import ScoringError
-from .gate import Gate
+from .gate import Gate, routed_path
 from .handling import JSON_TYPES, max_values, request_limit, too_large
 from .repository import LoadedModel
 from .tensors import HEADER_LENGTH, split_v2_request
@@ -44,7 +44,7 @@ class V2Inference:
         self.gate: Gate = app.extensions["gate"]
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        path = request_path(environ.get("PATH_INFO", ""))
+        path = routed_path(environ.get("PATH_INFO", ""))
         match = INFER.fullmatch(path)
         if match is None or environ["REQUEST_METHOD"] != "POST" or not environ.get("nnsql.admitted"):
             return self.wsgi_app(environ, start_response)
@@ -83,13 +83,6 @@ class V2Inference:
             bytes_in=accesslog.bytes_in(environ),
             bytes_out=size,
         )
-
-
-def request_path(path_info: str) -> str:
-    """The path as Flask routes it: PATH_INFO holds the path's bytes as Latin-1, read as UTF-8."""
-    if path_info.isascii():
-        return path_info
-    return path_info.encode("latin-1", "replace").decode("utf-8", "replace")
 
 
 def error_answer(status: int, message: str) -> Answer:

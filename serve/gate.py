@@ -111,6 +111,27 @@ def read_admin_key(model_control: str, variable: str | None) -> frozenset[str]:
     return frozenset({key})
 
 
+def merged(path: str) -> str:
+    """`path` with each run of slashes made one, as the routes take it: Werkzeug strips the leading ones
+    (`//v2/models/m/infer` is inference) and redirects a path with other runs to the merged one. Every
+    check reads that path, so no spelling of a route gets another route's key or body limit."""
+    return SLASHES.sub("/", path) if "//" in path else path
+
+
+SLASHES = re.compile("/{2,}")
+
+
+def routed_path(path_info: str) -> str:
+    """The path as the app routes it, from WSGI's PATH_INFO (the percent-decoded bytes of the path, read
+    as Latin-1): slashes merged, and those bytes read as UTF-8, as Werkzeug reads them. A model named in
+    UTF-8 (tritonclient and browsers percent-encode names so) is the model `nnsql models list` shows, for
+    the gate as for the routes."""
+    path_info = merged(path_info)
+    if path_info.isascii():
+        return path_info
+    return path_info.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
 def host_name(host: str) -> str:
     """The name or address of a Host header, without its port and IPv6 brackets, lower case."""
     host = host.strip().lower()
@@ -158,6 +179,7 @@ class Gate:
     def admit(self, method: str, path: str, query: str, headers: Headers) -> Refusal | int:
         """The body limit in bytes for this request, or the Refusal to send instead. `headers`: names in
         lower case; `path`: percent-decoded."""
+        path = merged(path)
         host = headers.get("host")
         if not host:
             return Refusal(400, "the request has no Host header")
@@ -175,7 +197,7 @@ class Gate:
             # served without a key (a CORS preflight carries no credentials), and never with a body: a
             # large declared body would hold the worker's body budget (503 for everyone) before any key
             limit, what = OPEN_BODY_LIMIT, "a request that needs no API key"
-        elif CONTROL_ROUTE.fullmatch(re.sub("/{2,}", "/", path)):  # routed as Flask merges slashes
+        elif CONTROL_ROUTE.fullmatch(path):
             refusal = control_refusal(self.admin_keys, headers.get("authorization"), headers.get("x-api-key"))
             if refusal is not None:
                 return refusal

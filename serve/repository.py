@@ -33,7 +33,7 @@ from .coordination import (
     version_number,
     write_json,
 )
-from .errors import ScoringError, bad_request, capped, not_found
+from .errors import ScoringError, bad_request, capped, echoed, not_found
 from .snapshot import take as take_snapshot
 from .validation import bounded, check_version
 
@@ -305,14 +305,14 @@ class ModelRepository:
         if self.state is None:
             present = self.scanner.present()
             if name not in present:
-                raise not_found(f"no model {name!r} in the repository; models: {sorted(present)}")
+                raise not_found(f"no model {echoed(name)} in the repository; models: {sorted(present)}")
             (self.unloaded.add if action == "unload" else self.unloaded.discard)(name)
             if action == "load":  # broken versions are tried again
                 for number in present[name]:
                     self.scanner.said.pop(self.root / name / str(number), None)
             self.scan()
             if action == "load" and name not in self.models:
-                raise ScoringError(f"failed to load {name!r}: {self.failure_of(name)}", 400)
+                raise ScoringError(f"failed to load {echoed(name)}: {self.failure_of(name)}", 400)
             return
         answer = self.ask_master({"action": action, "model": name}, timeout)
         if not answer.get("ok"):
@@ -372,13 +372,13 @@ class ModelRepository:
     def get(self, name: str, version: str | int | None = None) -> LoadedModel:
         versions = self.models.get(name)
         if not versions:
-            raise not_found(f"unknown model {name!r}; models: {sorted(self.models)}")
+            raise not_found(f"unknown model {echoed(name)}; models: {sorted(self.models)}")
         if version in (None, ""):
             return versions[max(versions)]
         number = version_number(str(version))
         if number is None or number not in versions:
             raise not_found(
-                f"model {name!r} has no version {capped(str(version), 40)!r}; versions: {sorted(versions)}"
+                f"model {echoed(name)} has no version {echoed(str(version))}; versions: {sorted(versions)}"
             )
         return versions[number]
 

@@ -36,7 +36,7 @@ import httptools
 import orjson
 
 from . import accesslog
-from .gate import Headers, Refusal
+from .gate import Headers, Refusal, merged, routed_path
 
 LOG = logging.getLogger("nnsql.serve.server")
 Admit = Callable[[str, str, str, Headers], Refusal | int]
@@ -281,7 +281,7 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserInvalidURLError:
             self.refuse(Refusal(400, "the request target is not a path (CONNECT is not supported)"))
             raise Stop from None
-        path = unquote_to_bytes(url.path).decode("latin-1")
+        path = routed_path(path_info(url))  # as the app will route it
         query = (url.query or b"").decode("latin-1")
         verdict = self.server.admit(incoming.method, path, query, incoming.headers)
         if isinstance(verdict, Refusal):
@@ -381,7 +381,7 @@ class Connection(asyncio.Protocol):
         environ: dict[str, Any] = {
             "REQUEST_METHOD": incoming.method,
             "SCRIPT_NAME": "",
-            "PATH_INFO": unquote_to_bytes(url.path).decode("latin-1"),
+            "PATH_INFO": path_info(url),
             "QUERY_STRING": (url.query or b"").decode("latin-1"),
             "SERVER_NAME": self.server.host,
             "SERVER_PORT": str(self.server.port),
@@ -519,6 +519,13 @@ class Connection(asyncio.Protocol):
             and now - self.since > self.limits.idle_timeout
         ) or (self.write_paused and now - self.since > self.limits.idle_timeout):
             self.close()
+
+
+def path_info(url: Any) -> str:
+    """WSGI's PATH_INFO of a parsed request target: its percent-decoded bytes read as Latin-1, with runs of
+    slashes merged (serve.gate.merged). The gate and the app are handed that one path: the fast path
+    serves `//v2/models/m/infer` as the routes would, under the limit the gate gave it."""
+    return merged(unquote_to_bytes(url.path).decode("latin-1"))
 
 
 def log_refusal(incoming: Incoming | None, refusal: Refusal) -> None:

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify
 
 from nnsql.export.onnx import fileformat as kinds
 
-from .errors import bad_request, not_found
+from .errors import bad_request, echoed, not_found
 from .handling import infer, max_values, read_body, repository, require_json
 from .jsonbody import holds_booleans
 from .repository import LoadedModel
@@ -23,7 +23,7 @@ SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:p
 def parse(spec: str) -> tuple[str, str | None, str]:
     match = SPEC.fullmatch(spec)
     if not match:
-        raise not_found(f"no route /v1/models/{spec}")
+        raise not_found(f"no route /v1/models/{echoed(spec)}")
     return match["name"], match["version"], match["suffix"] or ""
 
 
@@ -54,7 +54,7 @@ def status_or_metadata(spec: str) -> Response:
             metadata={"signature_def": {"signature_def": {"serving_default": signature}}},
         )
     if suffix:
-        raise not_found(f"use POST for /v1/models/{spec}")
+        raise not_found(f"use POST for /v1/models/{echoed(spec)}")
     versions = [model.version] if version else sorted(repository().models.get(name, {}), reverse=True)
     return jsonify(
         model_version_status=[
@@ -68,7 +68,7 @@ def status_or_metadata(spec: str) -> Response:
 def predict(spec: str) -> Response:
     name, version, suffix = parse(spec)
     if suffix not in (":predict", ":classify"):
-        raise not_found(f"no route POST /v1/models/{spec}: use :predict or :classify")
+        raise not_found(f"no route POST /v1/models/{echoed(spec)}: use :predict or :classify")
     model = repository().get(name, version)
     require_json()
     raw = read_body(model)

@@ -75,7 +75,8 @@ def local_files(
     objects, paths, fetched = staged.objects, staged.paths, staged.fetched
     megabytes = sum(stored.size for stored in objects) / 1e6
     print(
-        f"worker {worker_index()}/{worker_count()}: {len(objects)} objects ({megabytes:.1f} MB) of "
+        f"{objectstore.STAGED_LINE}for worker {worker_index()}/{worker_count()}: {len(objects)} objects "
+        f"({megabytes:.1f} MB) of "
         f"{pattern}, {fetched} downloaded, {len(objects) - fetched} already staged in {cache}: "
         + " ".join(printable(stored.key) for stored in objects),
         flush=True,

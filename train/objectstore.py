@@ -34,6 +34,9 @@ PARALLEL_OBJECTS = 4
 BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 # room left in a name segment for the suffixes staging adds: ".part-<pid>" while downloading, ".etag"
 SUFFIX_ROOM = len(".part-") + 7
+# How the line that names the objects a worker staged begins (nnsql.train.data): their keys are whoever
+# writes the bucket's words, never the script's, and local spawn reads no output path from that line.
+STAGED_LINE = "nnsql staged "
 CREDENTIALS_ADVICE = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (nnsql spawn --env-file puts them in a "
     "Kubernetes Secret) or AWS_PROFILE"

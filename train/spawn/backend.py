@@ -71,12 +71,14 @@ class Backend(Protocol):
 
 def collected_model(target: Path, printed: Sequence[Path] = ()) -> Path | None:
     """The model to export among what was collected into `target` (runs/<id>/model/): a `.keras` file
-    first, then the models the chief printed the paths of, then an `.h5` file, then a SavedModel
+    the chief wrote under NNSQL_OUTPUT_DIR first (a printed copy named `best.keras` never goes before
+    it by name), then the models the chief printed the paths of, then an `.h5` file, then a SavedModel
     directory (what tf.keras's `model.save(path)` writes for a path without a suffix, as in TensorFlow's
     multi-worker guide)."""
     models = [path for path in printed if path.suffix or (path / "saved_model.pb").is_file()]
     saved = sorted(path.parent for path in target.glob("*/saved_model.pb"))
-    found = sorted(target.glob("*.keras")) + models + sorted(target.glob("*.h5")) + saved
+    own = [path for path in sorted(target.glob("*.keras")) if path not in printed]  # NNSQL_OUTPUT_DIR's
+    found = own + models + sorted(target.glob("*.h5")) + saved
     return found[0] if found else None
 
 

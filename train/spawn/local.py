@@ -18,6 +18,7 @@ from pathlib import Path
 from nnsql.files import import_root, shipped
 from nnsql.text import printable
 
+from ..objectstore import STAGED_LINE
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
 from .tfconfig import worker_env
 
@@ -68,8 +69,9 @@ PROJECT_ROOT = import_root()
 
 LIFELINE = shipped("train", "spawn", "lifeline.py")
 
-# An absolute path the chief prints: a model file, a SavedModel or a TensorBoard log directory.
-PRINTED_PATH = re.compile(r"""(/[^\s'"`]+)""")
+# An absolute path the chief prints (a model file, a SavedModel or a TensorBoard log directory): a word
+# of its own, or quoted, or after `=` or `(`; never a slash inside a word (`data/../home/alice/x.keras`).
+PRINTED_PATH = re.compile(r"""(?:^|(?<=[\s'"`=(\[,]))(/[^\s'"`]+)""", re.MULTILINE)
 
 
 def is_output(path: Path) -> bool:
@@ -82,11 +84,16 @@ def is_output(path: Path) -> bool:
 
 def printed_outputs(log: str, since: float) -> list[Path]:
     """Models and TensorBoard logs the chief wrote during the run and named in its output, newest first.
-    The output is not the script's words alone (nnsql.train.data prints the bucket keys it staged, and
-    a key can hold a path), so what it names is checked like data: see `foreign`."""
+    Only the script's own words name outputs: the lines nnsql.train.data prints about what it staged
+    hold bucket keys, which whoever may write the bucket chooses (a key can spell a path of the user's,
+    `data/x /home/alice/best.keras .csv`), and are skipped. A path with `..` in it is not taken either.
+    What the rest names is still checked like data: see `foreign`."""
     found: dict[Path, float] = {}
-    for text in PRINTED_PATH.findall(log):
-        path = Path(text.rstrip(".,;:)"))
+    words = "\n".join(line for line in log.splitlines() if not line.startswith(STAGED_LINE))
+    for text in PRINTED_PATH.findall(words):
+        path = Path(text.rstrip(".,;:)]"))
+        if ".." in path.parts:
+            continue
         if path.exists() and path.stat().st_mtime >= since and is_output(path):
             found[path] = path.stat().st_mtime
     return sorted(found, key=found.__getitem__, reverse=True)
