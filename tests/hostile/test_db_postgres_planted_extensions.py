@@ -9,6 +9,8 @@ extension and controls them. The exporter refuses such an extension in its own s
 (export/postgres/ownership.py); in pg_catalog it cannot refuse what every session searches, and this
 proves that none of their functions is ever called by an export or by scoring (their code is the
 extensions' own, fixed: an exact-type overload among them would give a wrong answer, not Mallory's code).
+She may put them in `nnsql` or the model's schema after the export too: none of their functions takes
+the name of one the scoring code or its readers call there.
 """
 
 from __future__ import annotations
@@ -104,3 +106,14 @@ def test_no_function_of_extensions_another_role_put_in_pg_catalog_is_called(data
             con.execute("SELECT pg_stat_clear_snapshot()")
     assert scoring_calls > 0  # the counting works: the scoring functions were counted
     assert planted_calls == 0
+    # She may also put them in nnsql or the model's schema after the export (no CREATE needed there):
+    # none of their functions takes a name the readers or the scoring code call qualified
+    with database.admin() as con:
+        shared = con.execute(
+            "SELECT DISTINCT p.proname::text FROM pg_proc p JOIN pg_depend d ON d.classid = "
+            "'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e' JOIN pg_extension e ON e.oid = "
+            "d.refobjid WHERE e.extowner = %s::regrole AND p.proname IN (SELECT proname FROM pg_proc "
+            "WHERE pronamespace IN ('nnsql'::regnamespace, 'mnist'::regnamespace))",
+            [MALLORY],
+        ).fetchall()
+    assert shared == []
