@@ -14,11 +14,13 @@ export that builds it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
 
 from ..errors import ExportError
+from .generator import TEMPLATES
 
 # The macros the exporter creates in a model's schema (sql/duckdb/model.sql.j2); called qualified.
 OWN_MACROS = [
@@ -36,10 +38,15 @@ SELECT f.schema_name, f.function_name FROM duckdb_functions() f
  LIMIT 1
 """
 
+# Every table of the registry (sql/duckdb/registry.sql), read from its statements: a view of any of these
+# names is refused, the tables added later included (a view named nnsql.installs ended in a traceback).
+REGISTRY_TABLES = re.findall(
+    r"CREATE TABLE IF NOT EXISTS nnsql\.(\w+)", (TEMPLATES / "registry.sql").read_text(), re.IGNORECASE
+)
 REGISTRY_VIEWS = """
 SELECT view_name FROM duckdb_views()
  WHERE database_name = current_database() AND schema_name = 'nnsql'
-   AND (view_name IN ('models', 'tensors') OR starts_with(view_name, 'weights_'))
+   AND (list_contains(?, view_name) OR starts_with(view_name, 'weights_'))
  ORDER BY view_name
  LIMIT 1
 """
@@ -55,7 +62,7 @@ def check_file(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             "macros call: it would run instead of the built-in in every scoring query; refusing to export "
             f'into this file (drop it: DROP MACRO {schema}."{name}", or use another file)'
         )
-    row = con.execute(REGISTRY_VIEWS).fetchone()
+    row = con.execute(REGISTRY_VIEWS, [REGISTRY_TABLES]).fetchone()
     if row is not None:
         raise ExportError(
             f"{path.name}: nnsql.{row[0]} is a view, not a table: the registry of versions must be "

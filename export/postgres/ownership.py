@@ -4,12 +4,14 @@ With CREATE on the database, any role can create the schema `nnsql` (or a model'
 first export, with registry tables and a trigger of its own. `CREATE ... IF NOT EXISTS` would adopt them:
 the trigger would run as the exporting role during its export, and the owner of a schema can drop and
 replace what others create in it, such as the SECURITY DEFINER scoring functions. So before using a schema,
-every object in it (tables, functions, types, operators) must be owned by a trusted role: the exporting
-role, a superuser (who could change anything anyway), the database owner when the schema is
+every object in it (tables, functions, types, operators, extensions) must be owned by a trusted role:
+the exporting role, a superuser (who could change anything anyway), the database owner when the schema is
 `pg_database_owner`'s (PostgreSQL 15's `public`) and that owner is trusted, or a role named with
 `--registry-owner`. Triggers, rules and row security policies are never adopted: the exporter creates
-none, so any on a table of these schemas is refused, whoever made it. An extension the exporter builds on
-(cube) must be owned by a trusted role too: its owner may drop it with CASCADE.
+none, so any on a table of these schemas is refused, whoever made it. Nor may any other role (PUBLIC
+included) hold CREATE on these schemas: what it adds later is called instead of the objects checked,
+or makes their calls ambiguous. An extension the exporter builds on (cube) must be owned by a trusted
+role too: its owner may drop it with CASCADE.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ objects AS (
     UNION ALL
     SELECT 4, 'operator', o.oid::regoperator::text, o.oprowner
       FROM pg_operator o JOIN s ON o.oprnamespace = s.oid
+    UNION ALL
+    -- A trusted extension's objects belong to the bootstrap superuser, but whoever created it controls
+    -- them, and PostgreSQL lets any role with CREATE on the database put one in any schema
+    SELECT 5, 'extension', e.extname::text, e.extowner FROM pg_extension e JOIN s ON e.extnamespace = s.oid
 )
 SELECT o.kind, o.name, pg_catalog.pg_get_userbyid(o.owner) FROM objects o
  WHERE (o.rank = 0 OR %(whole)s) AND o.owner NOT IN ("""
@@ -71,6 +77,25 @@ SELECT 'row security policy', polname::text, polrelid::regclass::text FROM pg_po
 LIMIT 1
 """
 
+# Roles other than trusted ones that may create objects in the schemas (PUBLIC, grantee 0, included).
+# Such a role could add, after the export, a function the scoring code or its callers would run instead
+# of the one they name (`model.score(real[])` beside `score(float8[])`: an exact match wins over a cast),
+# or one that makes their calls ambiguous (`cube(float8[], integer DEFAULT 0)` beside the extension's
+# `cube(float8[])`: every call then fails), although every object there was trusted when checked.
+CREATORS = (
+    """
+SELECT n.nspname::text,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END
+  FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) AS a
+ WHERE n.nspname = ANY(%(schemas)s::text[]) AND a.privilege_type = 'CREATE'
+   AND (a.grantee = 0 OR a.grantee NOT IN ("""
+    + TRUSTED
+    + """))
+ ORDER BY 1, 2
+ LIMIT 1
+"""
+)
+
 # The extension's owner, unless trusted: it may drop the extension, and with CASCADE every column and
 # function of other roles that uses its types.
 EXTENSION = (
@@ -89,9 +114,11 @@ def check_schemas(
     con: psycopg.Connection, schemas: Sequence[str], owners: Sequence[str], *, whole: bool = True
 ) -> None:
     """Raise ExportError (one line, naming the owner) unless every object of `schemas` is owned by a
-    trusted role and none of their tables has a trigger, rule or policy. `whole=False` checks only the
-    schemas' owners (an extension's schema, where the exporter calls the extension's functions by their
-    qualified names: only the schema's owner could swap them, by renaming the schema). The caller creates
+    trusted role, none of their tables has a trigger, rule or policy, and no other role may create
+    objects in them. `whole=False` checks only the schemas' owners and who may create in them (an
+    extension's schema, where the exporter calls the extension's functions by their qualified names:
+    only the schema's owner could swap them, by renaming the schema, and a role that may create there
+    could add overloads that win over them or make them ambiguous). The caller creates
     a schema it will use before checking it, in its transaction, so that none can appear in between."""
     parameters = {"schemas": list(schemas), "owners": list(owners), "whole": whole}
     row = con.execute(OWNED, parameters).fetchone()
@@ -108,6 +135,18 @@ def check_schemas(
         raise ExportError(
             f"table {table} has a {kind} '{name}', which would run inside the export; the exporter "
             "creates none and adopts none: refusing (a DBA should drop it)"
+        )
+    row = con.execute(CREATORS, parameters).fetchone()
+    if row is not None:
+        schema, role = row
+        advice = (
+            f"a DBA revokes it (REVOKE CREATE ON SCHEMA {schema} FROM {role})"
+            if role == "PUBLIC"
+            else f"a DBA revokes it, or pass --registry-owner {role} if you trust that role"
+        )
+        raise ExportError(
+            f"schema {schema} lets role {role} create objects in it: one could add a function that "
+            f"scoring would call instead of, or beside, the one it names; refusing to use it: {advice}"
         )
 
 

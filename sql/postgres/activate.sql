@@ -37,6 +37,7 @@ DECLARE
     asked      text;
     found_row  bigint;
     untrusted  record;
+    creator    record;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('nnsql:export'));  -- one export or activation at a time
     SELECT o.kind, o.object, pg_get_userbyid(o.owner) AS owner INTO untrusted FROM (
@@ -48,6 +49,9 @@ BEGIN
         UNION ALL
         SELECT 'function', p.oid::regprocedure::text, p.proowner
           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname IN ('nnsql', model)
+        UNION ALL
+        SELECT 'extension', e.extname::text, e.extowner
+          FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE n.nspname IN ('nnsql', model)
     ) AS o
      WHERE o.owner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
        AND NOT (SELECT rolsuper FROM pg_roles WHERE oid = o.owner)
@@ -62,6 +66,30 @@ BEGIN
                 WHERE NOT t.tgisinternal AND n.nspname IN ('nnsql', model)) THEN
         RAISE EXCEPTION 'nnsql.activate: a table of schema nnsql or % has a trigger: refusing (a DBA should drop it)',
             model USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Nor may another role create objects in them, or in the cube extension's schema where a cube
+    -- version's code calls it: what it adds later would be called instead, or make calls ambiguous.
+    SELECT n.nspname::text AS schema_name,
+           CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END AS grantee
+      INTO creator
+      FROM pg_namespace n, aclexplode(n.nspacl) AS a
+     WHERE (n.nspname IN ('nnsql', model)
+            OR (n.oid = (SELECT e.extnamespace FROM pg_extension e WHERE e.extname = 'cube')
+                AND EXISTS (SELECT 1 FROM nnsql.models m
+                             WHERE m.name = model AND m.version = wanted AND m.kernel = 'cube')))
+       AND a.privilege_type = 'CREATE'
+       AND (a.grantee = 0 OR NOT (
+                a.grantee = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                OR (SELECT rolsuper FROM pg_roles WHERE oid = a.grantee)
+                OR (pg_get_userbyid(a.grantee) = 'pg_database_owner'
+                    AND (SELECT d.rolsuper OR d.rolname = current_user
+                           FROM pg_database db JOIN pg_roles d ON d.oid = db.datdba
+                          WHERE db.datname = current_database()))))
+     ORDER BY 1, 2
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'nnsql.activate: schema % lets role % create objects in it: refusing to use it (a DBA revokes it)',
+            creator.schema_name, creator.grantee USING ERRCODE = 'insufficient_privilege';
     END IF;
     SELECT i.script, i.gate_check, m.input_spec INTO script, gate, spec
       FROM nnsql.models m JOIN nnsql.installs i ON i.name = m.name AND i.version = m.version

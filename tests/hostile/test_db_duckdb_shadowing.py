@@ -74,7 +74,7 @@ def test_a_macro_of_its_own_name_is_left_alone(tmp_path, cern_mlp_path, capsys):
         assert con.execute("SELECT mnist.score(?)", [row.tolist()]).fetchone()[0] in range(10)
 
 
-@pytest.mark.parametrize("table", ["models", "tensors", "weights_mnist_v1"])
+@pytest.mark.parametrize("table", ["models", "tensors", "installs", "weights_mnist_v1"])
 def test_a_registry_view_is_refused_in_one_line(tmp_path, cern_mlp_path, table, capsys):
     db = prepared(
         tmp_path / "models.duckdb", "CREATE SCHEMA nnsql", f"CREATE VIEW nnsql.{table} AS SELECT 1 AS x"

@@ -53,8 +53,9 @@ def test_a_trusted_owner_of_the_extension_is_accepted(database, cern_mlp_path, c
 
 
 def test_an_extension_a_superuser_created_is_used(database, cern_mlp_path, capsys):
-    with database.admin() as con:
-        con.execute("CREATE EXTENSION cube SCHEMA public")
+    with database.admin() as con:  # in a schema only trusted roles may create in (not this public)
+        con.execute("CREATE SCHEMA extensions; GRANT USAGE ON SCHEMA extensions TO PUBLIC")
+        con.execute("CREATE EXTENSION cube SCHEMA extensions")
     assert export(database.dsn(ALICE), cern_mlp_path, "mnist", "--kernel", "cube") == 0, (
         capsys.readouterr().err
     )
