@@ -1,8 +1,9 @@
 """Weights the exporter derives in float64 (a Normalization's 1/sqrt(variance), a BatchNormalization's
-1/sqrt(variance + epsilon), W1·W2 of a folded linear chain, an average pool's 1/count) reach DuckDB in
-float64 (ir.Weights), so that it computes what the parity gate's reference at raw scale does: Keras rebuilt
-in float64 (export/frontend/float64.py), itself checked here against numpy's float64. (PostgreSQL stores
-weights as real[], float32, so these values are still rounded there: docs/numerics.md.)
+1/sqrt(variance + epsilon), W1·W2 of a folded linear chain, an average pool's 1/count) reach DuckDB (and
+Spark: tests/export/test_spark.py) in float64 (ir.Weights), so that it computes what the parity gate's
+reference at raw scale does: Keras rebuilt in float64 (export/frontend/float64.py), itself checked here
+against numpy's float64. (PostgreSQL stores weights as real[], float32, so these values are still rounded
+there: docs/numerics.md.)
 
 Rounded to float32 they were 2^-24 off relative, which inputs of 1e4 carried to 1e-5 on a probability: the
 zoo's `adapted_normalization`, trained with shuffled batches, had a row at scale 1.09e-5 from Keras on
