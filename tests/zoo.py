@@ -37,9 +37,10 @@ def trained(model: keras.Model, seed: int) -> keras.Model:
     for output in model.outputs:  # one-hot targets for each output
         classes = int(output.shape[-1])
         y.append(np.eye(classes, dtype=np.float32)[generator.integers(0, classes, 32)])
-    # Unshuffled: the same weights whatever ran before in the process (fit shuffles with the global seed).
-    inputs, targets = (x if len(x) > 1 else x[0]), (y if len(y) > 1 else y[0])
-    model.fit(inputs, targets, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    # Shuffled, as fit does by default, with the process's global seed: set here, so that the weights are
+    # the same whatever ran before in the process.
+    keras.utils.set_random_seed(seed)
+    model.fit(x if len(x) > 1 else x[0], y if len(y) > 1 else y[0], batch_size=16, epochs=1, verbose=0)
     return model
 
 

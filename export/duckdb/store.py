@@ -57,7 +57,7 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray, str]]:
     """(tensor name, array as stored, layout) for every constant the macros read."""
     for node in graph.all_nodes():
         for role, weights in node.weights():
-            array = weights.array
+            array = weights.float64  # DOUBLE: the float64 digits of derived values (ir.Weights)
             layout = "as in Keras"
             if role == "kernel" and isinstance(node, ir.Dense | ir.PatchDense):
                 array, layout = array.T, "units x inputs (Keras kernel transposed), row-major"

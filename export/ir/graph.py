@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+import numpy.typing as npt
 
 Activation = str  # one of ACTIVATIONS
 # Elementwise activations beyond the first five are written once in export/ir/activations.py for every target.
@@ -49,14 +50,37 @@ OUTPUT_KINDS: tuple[str, ...] = ("probabilities", "binary", "multilabel", "logit
 
 @dataclass(frozen=True, eq=False)
 class Weights:
-    """A constant tensor (float32). Compared by value; hashed by content."""
+    """A constant tensor: `array` in float32, what float32 targets (ONNX, Oracle's BINARY_FLOAT) compute
+    with, and `float64`, what DuckDB, Spark and PostgreSQL's cube kernel compute with (PostgreSQL's
+    nnsql.tensors is real[]). A Keras weight is float32, so both are the same numbers; a value the front end
+    or a fold derives in float64 (a Normalization's 1/sqrt(variance), W1·W2 of a folded chain) keeps its
+    float64 digits in `wide`, as Keras run in float64 (the parity gate's reference at raw scale) computes
+    it: rounded to float32 it is 2^-24 of itself off, 1e-5 on a probability after inputs of 1e4
+    (docs/numerics.md). Compared by value; hashed by content."""
 
     array: np.ndarray
+    wide: np.ndarray | None = None  # the float64 values where float32 rounds them; None: `array` is exact
 
     def __post_init__(self) -> None:
-        frozen = np.ascontiguousarray(self.array, dtype=np.float32)
+        given = np.asarray(self.array)
+        frozen = np.ascontiguousarray(given, dtype=np.float32)
         frozen.setflags(write=False)
         object.__setattr__(self, "array", frozen)
+        wide = self.wide
+        if wide is None and given.dtype.kind == "f" and given.dtype.itemsize > 4:
+            wide = given
+        if wide is not None:
+            wide = np.array(wide, dtype=np.float64, order="C").reshape(frozen.shape)  # a copy: frozen
+            if np.array_equal(wide, frozen, equal_nan=True):
+                wide = None
+            else:
+                wide.setflags(write=False)
+        object.__setattr__(self, "wide", wide)
+
+    @property
+    def float64(self) -> npt.NDArray[np.float64]:
+        """The values in float64: the derived float64 digits where there are some, else `array`'s."""
+        return self.array.astype(np.float64) if self.wide is None else self.wide
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -67,7 +91,12 @@ class Weights:
         return int(self.array.size)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Weights) and np.array_equal(self.array, other.array)
+        return (
+            isinstance(other, Weights)
+            and np.array_equal(self.array, other.array)
+            and (self.wide is None) == (other.wide is None)
+            and np.array_equal(self.float64, other.float64, equal_nan=True)
+        )
 
     def __hash__(self) -> int:
         return hash(self.array.tobytes())
@@ -394,6 +423,8 @@ class Graph:
                 elif isinstance(value, Weights):
                     digest.update(repr(value.shape).encode())
                     digest.update(value.array.tobytes())
+                    if value.wide is not None:  # float64 targets store these digits
+                        digest.update(value.wide.tobytes())
                 elif f.name not in ("name", "inputs", "source"):
                     digest.update(repr(value).encode())
         if self.outputs:

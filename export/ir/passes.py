@@ -1,8 +1,9 @@
 """IR → IR passes that every target benefits from, run by the front end before any target sees the graph.
 
 `fold_linear_chains`: a linear Dense whose result only feeds another Dense is multiplied into it
-(W = W1·W2, b = b1·W2 + b2), computed in float64 and stored as float32. BatchNormalization and
-Normalization arrive as diagonal linear Dense nodes, so after a Dense (or before one) they cost nothing.
+(W = W1·W2, b = b1·W2 + b2), computed and kept in float64 (ir.Weights: float32 targets round the
+result, float64 targets compute what Keras in float64 does). BatchNormalization and Normalization
+arrive as diagonal linear Dense nodes, so after a Dense (or before one) they cost nothing.
 
 `fold_affine`: an Affine of per-unit values (a BatchNormalization after a convolution) after a linear
 Dense or PatchDense that only it reads is multiplied into that product's kernel and bias.
@@ -26,10 +27,10 @@ def consumers(nodes: list[ir.Node], output: str) -> Counter[str]:
 
 
 def merge(first: ir.Dense, second: ir.Dense) -> ir.Dense:
-    w1, w2 = first.kernel.array.astype(np.float64), second.kernel.array.astype(np.float64)
-    bias = np.zeros(w2.shape[1]) if second.bias is None else second.bias.array.astype(np.float64)
+    w1, w2 = first.kernel.float64, second.kernel.float64
+    bias = np.zeros(w2.shape[1]) if second.bias is None else second.bias.float64
     if first.bias is not None:
-        bias = bias + first.bias.array.astype(np.float64) @ w2
+        bias = bias + first.bias.float64 @ w2
     return ir.Dense(
         name=second.name,
         inputs=first.inputs,
@@ -62,13 +63,13 @@ def per_unit(values: np.ndarray, units: int) -> np.ndarray | None:
 
 def fold_affine(product: ir.Dense | ir.PatchDense, affine: ir.Affine) -> ir.Node | None:
     """A linear Dense or PatchDense followed by an Affine of per-unit values, as one product."""
-    scale = per_unit(affine.scale.array.astype(np.float64), product.units)
-    shifts = np.zeros(product.units) if affine.shift is None else affine.shift.array.astype(np.float64)
+    scale = per_unit(affine.scale.float64, product.units)
+    shifts = np.zeros(product.units) if affine.shift is None else affine.shift.float64
     shift = per_unit(shifts, product.units)
     if scale is None or shift is None:
         return None
-    bias = np.zeros(product.units) if product.bias is None else product.bias.array.astype(np.float64)
-    kernel = ir.Weights(product.kernel.array.astype(np.float64) * scale)
+    bias = np.zeros(product.units) if product.bias is None else product.bias.float64
+    kernel = ir.Weights(product.kernel.float64 * scale)
     return replace(product, name=affine.name, kernel=kernel, bias=ir.Weights(bias * scale + shift))
 
 

@@ -77,9 +77,9 @@ ELEMENTWISE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def _dense(node: ir.Dense, x: np.ndarray) -> np.ndarray:
-    out = x @ node.kernel.array.astype(np.float64)
+    out = x @ node.kernel.float64
     if node.bias is not None:
-        out = out + node.bias.array.astype(np.float64)
+        out = out + node.bias.float64
     return activate(out, node.activation)
 
 
@@ -98,9 +98,9 @@ def _gather(node: ir.Gather, x: np.ndarray) -> np.ndarray:
 
 
 def _patch_dense(node: ir.PatchDense, x: np.ndarray) -> np.ndarray:
-    patches = x.reshape(len(x), node.patches, node.size) @ node.kernel.array.astype(np.float64)
+    patches = x.reshape(len(x), node.patches, node.size) @ node.kernel.float64
     if node.bias is not None:
-        patches = patches + node.bias.array.astype(np.float64)
+        patches = patches + node.bias.float64
     return activate(patches, node.activation).reshape(len(x), -1)
 
 
@@ -127,13 +127,13 @@ def _binary(node: ir.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _lookup(node: ir.Lookup, x: np.ndarray) -> np.ndarray:
-    rows = node.table.array.astype(np.float64)[x.reshape(len(x), -1).astype(np.int64)]
+    rows = node.table.float64[x.reshape(len(x), -1).astype(np.int64)]
     return rows.reshape(len(x), -1)
 
 
 def _affine(node: ir.Affine, x: np.ndarray) -> np.ndarray:
-    flat = x.reshape(len(x), -1) * node.scale.array.astype(np.float64)
-    return flat if node.shift is None else flat + node.shift.array.astype(np.float64)
+    flat = x.reshape(len(x), -1) * node.scale.float64
+    return flat if node.shift is None else flat + node.shift.float64
 
 
 def _step_mask(node: ir.StepMask, x: np.ndarray) -> np.ndarray:

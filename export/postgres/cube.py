@@ -83,7 +83,7 @@ class CubeGenerator(PostgresGenerator):
             yield check
 
     def emit_Dense(self, node: ir.Dense, x: str) -> list[str]:
-        layout = cube_kernel(node.kernel.array)
+        layout = cube_kernel(node.kernel.float64)
         points, row, scale = f"c_{node.name}_x", f"c_{node.name}_row", f"c_{node.name}_scale"
         spans = chunks(layout.inputs, layout.chunk)
         limit = scale_limit(layout)
@@ -135,7 +135,7 @@ class CubeGenerator(PostgresGenerator):
                 f"{self.distance(self.point(list(vector[first - 1 : last])), f'{points}[{c + 1}]')} ^ 2"
                 for c, (first, last) in enumerate(spans)
             )
-            bias = f"{float(node.bias.array[j])!r} + " if node.bias is not None else ""
+            bias = f"{float(node.bias.float64[j])!r} + " if node.bias is not None else ""
             comma = "," if j < layout.units - 1 else ""
             lines.append(
                 f"    {bias}{scale} * ({row} + {float(layout.norms[j])!r} - ({distances})) / 2{comma}"

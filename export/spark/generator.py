@@ -73,8 +73,8 @@ def apply_activation(vector: str, activation: str) -> str:
 
 def units(node: ir.Dense | ir.PatchDense) -> str:
     """The kernel as an array of {w, b} structs, one per unit, from one JSON string."""
-    kernel = np.asarray(node.kernel.array, dtype=np.float64).T
-    bias = np.zeros(node.units) if node.bias is None else np.asarray(node.bias.array, np.float64)
+    kernel = node.kernel.float64.T
+    bias = np.zeros(node.units) if node.bias is None else node.bias.float64
     text = weights_json([{"w": row, "b": b} for row, b in zip(kernel, bias, strict=True)])
     return f"from_json({literal(text)}, 'array<struct<w:array<double>,b:double>>')"
 
@@ -155,10 +155,10 @@ class SparkGenerator(Generator):
 
     def emit_Affine(self, node: ir.Affine, x: str) -> str:
         """x·scale + shift elementwise (a normalisation; Masking(v) tests x - v)."""
-        scale = np.asarray(node.scale.array, np.float64).ravel()
+        scale = node.scale.float64.ravel()
         if node.shift is None:
             return f"zip_with({x}, {constant(scale)}, (_a, _b) -> _a * _b)"
-        shift = np.asarray(node.shift.array, np.float64).ravel()
+        shift = node.shift.float64.ravel()
         pairs = weights_json([{"m": m, "c": c} for m, c in zip(scale, shift, strict=True)])
         parts = f"from_json({literal(pairs)}, 'array<struct<m:double,c:double>>')"
         return f"zip_with({x}, {parts}, (_a, _p) -> _a * _p.m + _p.c)"

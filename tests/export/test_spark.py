@@ -418,3 +418,31 @@ def test_the_activations_of_the_ir_score_as_keras(spark, tmp_path):
     expected = keras_scores(tmp_path / "activations" / "model.keras", prepared, rows)
     answers = scored(spark, prepared, "SELECT activations.predict_proba(features) FROM events", rows)
     assert np.abs(np.array(answers) - expected).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("kind", ["adapted_normalization", "folded_linear_chain"])
+def test_derived_weights_score_as_keras_in_float64_at_scale(spark, tmp_path, kind):
+    """Weights the exporter derives in float64 (1/sqrt(variance), W1·W2) reach Spark's SQL in float64:
+    on rows of magnitudes to 1e4 its values are Keras's in float64 to float64's rounding
+    (tests/export/test_derived_weights.py says why and within what)."""
+    from nnsql.export.frontend.float64 import predictor
+    from tests.export import test_derived_weights as derived
+
+    model = derived.derived(kind)
+    path = models.save(model, tmp_path / kind)
+    request = ExportRequest(
+        model_path=path,
+        name="derived",
+        sample_rows=SAMPLE_ROWS,
+        parity_seconds=600,
+        quiet=True,
+        output="values",
+    )
+    prepared = prepare(request, CAPABILITIES)
+    publish(SparkStore(spark, progress=False), request, prepared, "spark")
+    x = derived.rows_at_scale(100, 6)
+    spark.createDataFrame(row_table({"features": x}, prepared.graph)).createOrReplaceTempView("events")
+    answers = [
+        row[0] for row in spark.sql("SELECT derived.predict(features) FROM events ORDER BY _nn_row").collect()
+    ]
+    assert derived.far(np.array(answers), predictor(model)([x])) <= derived.FLOAT64
