@@ -116,6 +116,12 @@ def postgres_dsn(postgres_server, request) -> str:
     return postgres_server.dsn(name)
 
 
+# The tests' Spark driver lives minutes, not the hours a user's session may: the quick JIT compiler alone
+# and the serial garbage collector halve its start (20 → 11 s of CPU) and take 8% off the JVM's CPU over
+# the Spark test files (182 → 168 s), where the optimising compiler's code would not pay back its compiling.
+SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One local Spark session (local[2]) per test process, for tests/export and tests/hostile, its
@@ -125,7 +131,8 @@ def spark(tmp_path_factory):
     from nnsql.export.spark import session
 
     where = session.Where(Path(tmp_path_factory.mktemp("spark-warehouse")), "local[2]")
-    started = session.start(where, **{"spark.sql.shuffle.partitions": "2"})
+    settings = {"spark.sql.shuffle.partitions": "2", session.JAVA_OPTIONS: SPARK_JAVA_OPTIONS}
+    started = session.start(where, **settings)
     started.sparkContext.setLogLevel("ERROR")
     yield started
     session.stop(started)

@@ -62,8 +62,13 @@ def running() -> bool:
     return SparkSession.getActiveSession() is not None
 
 
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
 def start(where: Where, **extra: str) -> Any:
-    """A SparkSession for `where`, or one line naming why none could start (no Java, a bad master...)."""
+    """A SparkSession for `where`, or one line naming why none could start (no Java, a bad master...).
+    `extra` settings apply last; Java options in it are added to the local driver's own, not put in
+    their place."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -75,7 +80,8 @@ def start(where: Where, **extra: str) -> Any:
         where.warehouse.mkdir(parents=True, exist_ok=True)
         log = where.warehouse.resolve() / "derby.log"
         builder = builder.master(where.master).config("spark.ui.enabled", "false")
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dderby.stream.error.file={log}")
+        java = f"-Dderby.stream.error.file={log} {extra.pop(JAVA_OPTIONS, '')}".strip()
+        builder = builder.config(JAVA_OPTIONS, java)
         for key, value in where.settings().items():
             builder = builder.config(key, value)
         builder = builder.enableHiveSupport()

@@ -205,6 +205,16 @@ def test_the_command_publishes_and_prints_a_fresh_sessions_settings(spark, tmp_p
     assert spark.sql("SELECT small.score(array(1D, 2D, 3D, 4D, 5D, 6D, 7D, 8D))").collect()[0][0] in range(4)
 
 
+def test_the_sessions_java_options_add_to_the_derby_log_setting(spark):
+    """Java options given to session.start (the test session's JIT settings) join the driver's own:
+    Derby still writes its log into the warehouse, not into the folder the export ran from."""
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in arguments, arguments
+    log = Path(jvm.System.getProperty("derby.stream.error.file"))
+    assert log == Path(warehouse(spark)) / "derby.log"
+
+
 def test_bad_input_is_one_line_and_the_session_survives(spark, published, tmp_path, capsys):
     from nnsql.export.spark.__main__ import main
 
