@@ -35,6 +35,10 @@ LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
 NO_VERSION = "no version directory holds both model.onnx and metadata.json"
+# A Triton model's file carries no sha256: it is loaded only once its stat (size, times, inode) has held
+# this long, seen by the scans (or, at first sight, by its ctime), so a writer rewriting it in place is
+# not loaded half-way unless it pauses longer than this (docs/security.md).
+SETTLE_SECONDS = 2.0
 ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
 
@@ -54,6 +58,16 @@ def stamp_of(path: Path) -> tuple:
         return (path.stat().st_mtime_ns,)
     except OSError:
         return ()
+
+
+def file_key(path: Path) -> tuple:
+    """What any write to a file changes: its inode, size, modification and change times (the last set by
+    the kernel, which no writer can set back, as `rsync --inplace -t` sets the modification time)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return ()
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def write_json(path: Path, document: Any) -> None:
@@ -97,6 +111,11 @@ class Scanner:
         self.says_configs = says_configs  # False in a worker: the master says what is wrong with a config
         self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
         self.problems: dict[str, str] = {}  # why a model serves nothing (its config.pbtxt), by name
+        self.seen: dict[Path, tuple[tuple, float]] = {}  # a Triton model file's key, held since (monotonic)
+        self.planned: dict[tuple[str, int], str] = {}  # the stamp last planned of each version
+        self.looked: set[Path] = set()  # the files the plan being made looked at
+        self.settled_keys: dict[tuple[str, int], tuple[Path, tuple]] = {}  # of the plan being made
+        self.waiting = False  # the last plan left out a new Triton version whose file has not settled
 
     def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
         """Log about a path once per change of the path (its `stamp`, now by default), not on every
@@ -106,11 +125,24 @@ class Scanner:
             self.said[path] = (message, stamp)
             LOG.log(level, "%s", printable(message))
 
-    def version_numbers(self, model_dir: Path) -> set[int]:
+    def settled(self, path: Path) -> bool:
+        """Whether the file's key has held SETTLE_SECONDS: since the scan that first saw it, or, for a
+        file seen for the first time, since its change time."""
+        key, now = file_key(path), time.monotonic()
+        self.looked.add(path)
+        seen = self.seen.get(path)
+        if seen is None or seen[0] != key:
+            age = max(0.0, time.time() - key[-1] / 1e9) if key and seen is None else 0.0
+            seen = self.seen[path] = (key, now - age)
+        return bool(key) and now - seen[1] >= SETTLE_SECONDS
+
+    def version_numbers(self, model_dir: Path, held: set[tuple[str, int]] | None = None) -> set[int]:
         """Directories named by a plain number that hold both files; anything else is noted once. A
         version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
         `specific` version policy would serve it. A Triton model (config.pbtxt) takes its model file's
-        name and its version policy from its configuration."""
+        name and its version policy from its configuration. Planning (`held` given), a Triton version
+        whose file has not settled is left out when new, and collected in `held` when planned before
+        (its previous copy keeps serving)."""
         config = self.triton_config(model_dir) if tritonrepo.is_triton(model_dir) else None
         if config is False:
             return set()
@@ -126,7 +158,18 @@ class Scanner:
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
             elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
-                numbers.add(number)
+                if held is None or not triton or self.settled(entry / model_file):
+                    numbers.add(number)
+                    if held is not None and triton:
+                        self.settled_keys[(model_dir.name, number)] = (
+                            entry / model_file,
+                            self.seen[entry / model_file][0],
+                        )
+                elif (model_dir.name, number) in self.planned:
+                    numbers.add(number)
+                    held.add((model_dir.name, number))
+                else:
+                    self.waiting = True
         served = tritonrepo.served_versions(config, numbers) if triton else numbers
         self.note_empty(model_dir.name, numbers, served, config)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
@@ -174,7 +217,7 @@ class Scanner:
             self.say_once(path, logging.WARNING, f"{model_dir.name}/{warning}")
         return config
 
-    def present(self) -> dict[str, set[int]]:
+    def present(self, held: set[tuple[str, int]] | None = None) -> dict[str, set[int]]:
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.entries(self.root) if p.is_dir() and not p.name.startswith("."))
@@ -184,25 +227,52 @@ class Scanner:
                 self.say_once(model_dir, logging.WARNING, f"ignoring {model_dir}: its name is not UTF-8")
                 continue
             try:
-                found[model_dir.name] = self.version_numbers(model_dir)
+                found[model_dir.name] = self.version_numbers(model_dir, held)
             except OSError as error:  # removed or moved away while this scan ran: gone for this scan
                 LOG.info("skipping %s this time: %s", printable(str(model_dir)), error.strerror or error)
         return found
 
     def stamp(self, name: str, number: int) -> tuple:
-        """The version directory's stamp; for a Triton model with its config and label files'."""
+        """The version directory's stamp; for a Triton model with its config and label files', and the
+        key (serve.coordination.file_key) of each of the version's files."""
         model_dir = self.root / name
         if not tritonrepo.is_triton(model_dir):
             return stamp_of(model_dir / str(number))
         files = tuple((p.name, stamp_of(p)) for p in sorted(listed(model_dir)[0]) if p.is_file())
-        return (stamp_of(model_dir / str(number)), files)
+        return (self.version_keys(name, number), files)
+
+    def version_keys(self, name: str, number: int) -> tuple:
+        """The key (file_key) of each file of a Triton version: the first part of its stamp."""
+        try:
+            return tuple((p.name, file_key(p)) for p in sorted(listed(self.root / name / str(number))[0]))
+        except OSError:  # removed since the scan
+            return ()
 
     def plan(self, leave_out: set[str]) -> Plan:
-        return {
-            name: {number: repr(self.stamp(name, number)) for number in sorted(numbers)}
-            for name, numbers in self.present().items()
-            if name not in leave_out
+        """What to serve, each version with its stamp; a Triton version whose file is being written keeps
+        the stamp planned before (its previous copy serves) until the file settles."""
+        held: set[tuple[str, int]] = set()
+        self.waiting = False
+        self.looked, self.settled_keys = set(), {}
+        plan: Plan = {}
+        for name, numbers in self.present(held).items():
+            if name in leave_out:
+                continue
+            plan[name] = {}
+            for number in sorted(numbers):
+                stamp = (
+                    self.planned.get((name, number)) if (name, number) in held else self.stamp(name, number)
+                )
+                path, key = self.settled_keys.get((name, number), (None, None))
+                if path is not None and file_key(path) != key:  # written to since it was found settled
+                    stamp = self.planned.get((name, number))
+                if stamp is not None:
+                    plan[name][number] = stamp if isinstance(stamp, str) else repr(stamp)
+        self.planned = {
+            (name, number): stamp for name, versions in plan.items() for number, stamp in versions.items()
         }
+        self.seen = {path: self.seen[path] for path in self.looked}  # files gone are forgotten
+        return plan
 
 
 def plan_document(generation: int, plan: Plan, retry: set[str]) -> dict:
@@ -237,6 +307,7 @@ class Coordinator:
         self.retry: set[str] = set()  # loaded by request: broken versions are tried again
         self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
         self.last_scan = 0.0
+        self.started = time.monotonic()
 
     def tick(self, workers: list[int]) -> None:
         """Called by the master a few times a second with the indexes of the live workers."""
@@ -249,8 +320,14 @@ class Coordinator:
     def plan(self, new_generation: bool = False) -> None:
         """Write a new plan when the repository changed, or when requests wait for one (their answer
         comes with its commit, even if they change nothing, such as a second unload)."""
-        self.last_scan = time.monotonic()
         wanted = self.scanner.plan(self.unloaded)
+        if (
+            not self.generation
+            and self.scanner.waiting
+            and time.monotonic() < self.started + SETTLE_SECONDS + 1
+        ):
+            return  # the first plan waits (at every tick) for the files written just before the start
+        self.last_scan = time.monotonic()
         if wanted != self.planned or self.retry or new_generation:
             self.generation += 1
             self.planned = wanted

@@ -6,13 +6,14 @@ atomically (the dict of models is replaced, never mutated), a removed one disapp
 
 from __future__ import annotations
 
+import ast
 import logging
 import math
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from . import tritonrepo
 from .batching import Batcher
 from .coordination import (
     NO_VERSION,
-    Plan,
+    SETTLE_SECONDS,
     Scanner,
     read_json,
     read_plan,
@@ -35,7 +36,7 @@ from .coordination import (
 )
 from .errors import ScoringError, bad_request, capped, echoed, not_found
 from .snapshot import take as take_snapshot
-from .validation import bounded, check_version
+from .validation import NotSettled, bounded, check_version
 
 LOG = logging.getLogger("nnsql.serve.repository")
 RunObserver = Callable[[str, int, float], None]  # model, version, seconds
@@ -99,10 +100,11 @@ def load_version(
     observe: BatchObserver,
     observe_run: RunObserver | None = None,
     queue_changed: BatchObserver | None = None,
+    unchanged: Callable[[], bool] | None = None,
 ) -> LoadedModel:
     """The version loaded from a verified private copy of its files (serve.snapshot) and checked
     (serve.validation); InvalidVersion or the loader's error otherwise."""
-    snapshot = take_snapshot(directory)
+    snapshot = take_snapshot(directory, unchanged)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1  # concurrency comes from batching and server threads
     session = onnxruntime.InferenceSession(snapshot.model, options, providers=["CPUExecutionProvider"])
@@ -164,9 +166,11 @@ class ModelRepository:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def try_load(self, name: str, number: int) -> LoadedModel | None:
+    def try_load(self, name: str, number: int, stamp: str | None = None) -> LoadedModel | None:
         """The version, or None when it is broken; a broken version is tried again only once it changes
-        (since before this attempt read it: a writer that finishes during the attempt is seen)."""
+        (since before this attempt read it: a writer that finishes during the attempt is seen). With the
+        planned `stamp`, a Triton version's files must still be the planned ones after they are copied
+        (serve.snapshot); when they changed, the version is tried again with the next plan."""
         directory = self.root / name / str(number)
         before = stamp_of(directory)
         said = self.scanner.said.get(directory)
@@ -182,6 +186,7 @@ class ModelRepository:
                 self.observe_batch,
                 observe_run=self.observe_run,
                 queue_changed=self.queue_changed,
+                unchanged=None if stamp is None else lambda: self.still_planned(name, number, stamp),
             )
         except Exception as error:  # a broken version must not stop the others
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -189,24 +194,37 @@ class ModelRepository:
             self.failures[(name, number)] = message
             if (name, number) in self.loaded:
                 message += " (its previous copy is still served)"
-            self.scanner.say_once(directory, logging.ERROR, message, stamp=before)
+            if isinstance(error, NotSettled):  # no mistake of its writer's: tried again with the next plan
+                LOG.info("%s", message)
+            else:
+                self.scanner.say_once(directory, logging.ERROR, message, stamp=before)
             return None
         self.failures.pop((name, number), None)
         self.scanner.said.pop(directory, None)
         LOG.info("loaded %s version %d", name, number)
         return model
 
-    def stage(self, wanted: Plan | dict[str, set[int]]) -> None:
+    def still_planned(self, name: str, number: int, stamp: str) -> bool:
+        """Whether a Triton version's files are those the plan found settled (their keys, the first part
+        of the planned stamp; not its config and label files', which a link to /proc shows differently
+        to each process)."""
+        try:
+            planned = ast.literal_eval(stamp)[0]
+        except (ValueError, SyntaxError, TypeError, IndexError):
+            return False
+        return bool(planned == self.scanner.version_keys(name, number))
+
+    def stage(self, wanted: Mapping[str, Mapping[int, str | None] | Collection[int]]) -> None:
         """Load every wanted version not loaded yet, and again those whose files changed since they were
         loaded (the plan's stamp differs: files replaced in place); not served before the switch."""
         for name, versions in wanted.items():
-            stamps = versions if isinstance(versions, dict) else dict.fromkeys(versions, None)
+            stamps = versions if isinstance(versions, Mapping) else dict.fromkeys(versions, None)
             for number, stamp in sorted(stamps.items()):
                 key = (name, number)
                 current = self.loaded.get(key)
                 if current is not None and (stamp is None or self.stamps.get(key, stamp) == stamp):
                     continue
-                model = self.try_load(name, number)
+                model = self.try_load(name, number, stamp)
                 if model is None:
                     continue
                 if current is not None:
@@ -248,8 +266,13 @@ class ModelRepository:
         commit = read_json(self.state / "commit.json")
         if commit and commit["generation"] != self.commit.get("generation"):
             served = {name: set(versions) for name, versions in commit["models"].items()}
-            self.stage(served)
             planned = read_plan(plan) if plan else {}
+            self.stage(  # with the planned stamps of versions not loaded yet (a worker started again)
+                {
+                    name: {v: None if (name, v) in self.loaded else planned.get(name, {}).get(v) for v in vs}
+                    for name, vs in served.items()
+                }
+            )
             keep = {(name, v) for name, versions in planned.items() for v in versions}
             self.switch(served, keep)
             self.commit = commit
@@ -275,6 +298,10 @@ class ModelRepository:
         """Load and serve (following the master: once its first commit is in), then keep current."""
         if self.state is None:
             self.scan()
+            settling = time.monotonic() + SETTLE_SECONDS + 1  # Triton files written just before the start
+            while self.scanner.waiting and time.monotonic() < settling:
+                time.sleep(0.05)
+                self.scan()
         else:
             deadline = time.monotonic() + wait_seconds
             while not self.ready and time.monotonic() < deadline:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from nnsql.export.onnx.fileformat import METADATA_FILE, MODEL_FILE
 
 from . import tritonrepo
 from .repofiles import read_regular
-from .validation import InvalidVersion
+from .validation import InvalidVersion, NotSettled
 
 # protobuf's bound on one message: onnxruntime cannot load a model file any larger from its bytes
 MAX_MODEL_BYTES = (2 << 30) - 1
@@ -54,13 +55,18 @@ def expected_digest(metadata: Any) -> str:
     return digest.lower()
 
 
-def take(directory: Path) -> Snapshot:
+def take(directory: Path, unchanged: Callable[[], bool] | None = None) -> Snapshot:
     """The version's metadata and a private copy of its model, whose sha256 matches the metadata's;
     InvalidVersion otherwise (a file being written, or files of two different exports). A version of a
-    Triton model carries no digest: its file is read once, and its metadata comes from config.pbtxt."""
+    Triton model carries no digest: its file is read once, and its metadata comes from config.pbtxt;
+    `unchanged`, asked after the copy, says whether its files are still those found settled when the
+    version was planned (serve.coordination.SETTLE_SECONDS): NotSettled otherwise."""
     if tritonrepo.is_triton(directory.parent):
         config, _ = tritonrepo.read_config(directory.parent)
-        return Snapshot(None, read_model(directory / tritonrepo.model_file(config)), config)
+        model = read_model(directory / tritonrepo.model_file(config))
+        if unchanged is not None and not unchanged():
+            raise NotSettled(f"{tritonrepo.model_file(config)} changed while it was read")
+        return Snapshot(None, model, config)
     metadata = read_metadata(directory)
     expected = expected_digest(metadata)
     model = read_model(directory / MODEL_FILE)

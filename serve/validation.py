@@ -42,6 +42,10 @@ class InvalidVersion(ValueError):
     """The version's files are there but cannot be served; the message says why, in one line."""
 
 
+class NotSettled(InvalidVersion):
+    """A file without a recorded sha256 changed since it was found settled: tried again once it settles."""
+
+
 def check_labels(labels: Any, where: str) -> list[str]:
     """Class labels as a version may declare them: strings, at most MAX_LABELS of at most
     MAX_LABEL_CHARS characters each, with no control character; InvalidVersion naming the first bad one."""
