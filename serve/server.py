@@ -52,6 +52,7 @@ REASONS = {
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 MAX_PIPELINED = 16  # complete requests queued on one connection before it stops reading more
@@ -281,6 +282,11 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserInvalidURLError:
             self.refuse(Refusal(400, "the request target is not a path (CONNECT is not supported)"))
             raise Stop from None
+        coding = incoming.headers.get("transfer-encoding")
+        if coding is not None and coding.strip().lower() != "chunked":
+            # the parser reads the chunks of `gzip, chunked` and would hand on gzip's bytes as the body
+            self.refuse(Refusal(501, "only the chunked transfer coding is supported: send the body plain"))
+            raise Stop
         path = routed_path(path_info(url))  # as the app will route it
         query = (url.query or b"").decode("latin-1")
         verdict = self.server.admit(incoming.method, path, query, incoming.headers)

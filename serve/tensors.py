@@ -258,6 +258,8 @@ def decode_v2_input(
     shape = check_v2_shape(name, spec, tensor.get("shape"))
     dtype = V2_DATATYPES[spec["datatype"]]
     size = parameters(tensor, f"input {name!r}").get("binary_data_size")
+    if size is not None and "data" in tensor:  # as Triton: which of the two is the tensor is not guessed
+        raise bad_request(f"input {name!r}: give 'data' or parameters.binary_data_size, not both")
     if size is not None:
         check_binary_size(name, size, dtype, len(binary) - offset)
         return (

@@ -112,3 +112,34 @@ def test_request_targets_the_app_cannot_route_are_answered_not_dropped(front_end
     headers = b"\r\nHost: 127.0.0.1\r\n" + KEY + b"Content-Length: 0\r\n\r\n"
     answer = exchange(front_end, request_line + headers, half_close=True)
     assert statuses(answer) == [status]
+
+
+@pytest.mark.parametrize("coding", ["gzip, chunked", "identity", "deflate"])
+def test_a_transfer_coding_other_than_chunked_is_refused(front_end, coding):
+    """The parser decodes the chunks of `gzip, chunked` and would hand gzip's bytes on as a JSON body; a
+    coding the server does not apply is refused with 501, as RFC 9112 says, before any body is read."""
+    request = (
+        b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + KEY
+        + f"Transfer-Encoding: {coding}\r\nContent-Type: application/json\r\n\r\n".encode()
+        + b"5\r\n{}{}{\r\n0\r\n\r\n"
+    )
+    answer = exchange(front_end, request)
+    assert statuses(answer) == ["501"] and not answer.endswith(b"<still open>"), answer[:300]
+
+
+def test_a_chunked_body_is_still_served(front_end):
+    body = (
+        b'{"inputs": [{"name": "features", "shape": [1, 784], "datatype": "FP32", "data": ['
+        + b",".join([b"0"] * 784)
+        + b"]}]}"
+    )
+    request = (
+        b"POST /v2/models/mnist/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + KEY
+        + b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+        + f"{len(body):x}\r\n".encode()
+        + body
+        + b"\r\n0\r\n\r\n"
+    )
+    assert statuses(exchange(front_end, request)) == ["200"]

@@ -86,6 +86,22 @@ def test_binary_tensor_extension_in_and_out(live, cern_mlp_path):
     assert np.abs(values - expected).max() <= 1e-5
 
 
+def test_a_tensor_with_both_data_and_binary_data_is_refused(live):
+    """A tensor that carries JSON `data` and a `binary_data_size` is two tensors: Triton refuses it, and
+    so does nnsql (it used to score the binary part and ignore the data)."""
+    rows = np.ones((1, 784), dtype=np.float32)
+    raw = rows.astype("<f4").tobytes()
+    tensor = {"name": "features", "shape": [1, 784], "datatype": "FP32", "data": np.zeros(784).tolist()}
+    header = json.dumps({"inputs": [{**tensor, "parameters": {"binary_data_size": len(raw)}}]}).encode()
+    response = requests.post(
+        f"{live.url}/v2/models/mnist/infer",
+        data=header + raw,
+        headers={HEADER: str(len(header)), "Content-Type": "application/octet-stream"},
+    )
+    assert response.status_code == 400, response.text
+    assert "not both" in response.json()["error"]
+
+
 def test_binary_output_for_everything_by_request_parameter(live):
     x = np.zeros((1, 784), dtype=np.float32)
     body = {**v2_request(x), "parameters": {"binary_data_output": True}}
