@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from nnsql.serve import coordination
+from tests.hostile.test_serve_model_files import assert_each_answer_from_a_version
 from tests.serve.conftest import ServeProcess
 from tests.serve.test_triton_repository import IRIS_CONFIG, softmax_model
 
@@ -107,9 +108,4 @@ def test_a_triton_model_rewritten_in_place_never_answers_wrong_nor_goes_missing(
             scorer.join(timeout=60)
     finally:
         log = server.stop()
-    statuses = [status for status, _ in answers]
-    assert statuses.count(200) == len(answers) > 20, (sorted(set(statuses)), log[-2000:])
-    wrong = [data for _, data in answers if not any(np.allclose(data, e, atol=ATOL) for e in expected)]
-    assert not wrong, (
-        f"{len(wrong)} of {len(answers)} answers are from neither version (the half-written file)"
-    )
+    assert_each_answer_from_a_version(answers, expected, 20, log)
