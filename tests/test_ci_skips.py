@@ -114,7 +114,10 @@ def test_make_test_checks_the_components_before_pytest():
     lines = planned.stdout.splitlines()
     check = next(i for i, line in enumerate(lines) if line.endswith("-m tests.components"))
     pytest_run = next(i for i, line in enumerate(lines) if " -m pytest " in line)
-    assert check < pytest_run and "-n auto" in lines[pytest_run] and "--durations=20" in lines[pytest_run]
+    workers = len(os.sched_getaffinity(0)) + 1  # one per core (as nproc counts them) and one more
+    assert (
+        check < pytest_run and f"-n {workers} " in lines[pytest_run] and "--durations=20" in lines[pytest_run]
+    )
 
 
 @pytest.mark.parametrize("component", ["Chromium", "PostgreSQL", "Fashion-MNIST"])
