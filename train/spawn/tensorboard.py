@@ -110,15 +110,16 @@ def serve(command: list[str], grace: float = GRACE) -> int:
     try:
         code = wait_unless_stopped(process, stopped, grace)
     finally:
-        end_group(process.pid, grace=max(0.0, grace - waited_since(stopped)) if stopped else grace)
+        end_group(process.pid, grace=left_of(grace, stopped))
         process.wait()
         for number, action in previous.items():
             signal.signal(number, action)
     return 0 if stopped else code
 
 
-def waited_since(stopped: list[float]) -> float:
-    return time.monotonic() - stopped[0]
+def left_of(grace: float, stopped: list[float]) -> float:
+    """Seconds of the grace left: all of it before a stop request, then what the time since it leaves."""
+    return max(0.0, grace - (time.monotonic() - stopped[0])) if stopped else grace
 
 
 def wait_unless_stopped(process: subprocess.Popen[bytes], stopped: list[float], grace: float) -> int:
@@ -127,5 +128,5 @@ def wait_unless_stopped(process: subprocess.Popen[bytes], stopped: list[float], 
         try:
             return process.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
-            if stopped and waited_since(stopped) >= grace:
+            if stopped and left_of(grace, stopped) == 0.0:
                 return -1
