@@ -12,7 +12,7 @@ import numpy as np
 import simdjson
 
 from . import classification
-from .errors import ScoringError, bad_request, capped
+from .errors import ScoringError, bad_request, capped, echoed
 from .jsonbody import check_values, document, loads
 from .repository import LoadedModel
 from .validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
@@ -20,6 +20,7 @@ from .validation import MAX_VARIABLE_LENGTH, V2_DATATYPES
 HEADER_LENGTH = "Inference-Header-Content-Length"
 MAX_ID_CHARS = 256  # the request's "id", echoed in the answer
 MAX_TEXT_CHARS = 4096  # a string among a request's parameters
+MAX_NAME_BYTES = 256  # a tensor name a client sends that the model does not declare (UTF-8 bytes)
 JsonList = (list, simdjson.Array)
 JsonObject = (dict, simdjson.Object)
 
@@ -57,6 +58,22 @@ def parameters(item: Any, where: str) -> dict:
 
 def too_long(what: str, length: int, limit: int) -> ScoringError:
     return ScoringError(f"{what} holds {length} characters; at most {limit} are accepted", 413)
+
+
+def tensor_name(value: Any, what: str, declared: Sequence[str]) -> str:
+    """The name a client gave an input or an output (`what`): a string. A name the model declares is
+    taken whatever its length; any other is refused as unknown, in a message that shows its first
+    characters escaped (serve.errors.echoed), and, beyond MAX_NAME_BYTES, as too long first."""
+    if not isinstance(value, str):
+        raise bad_request(f"{what}'s 'name' must be a string")
+    if value in declared:
+        return value
+    size = len(value) if len(value) > MAX_NAME_BYTES else len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise bad_request(
+            f"{what}'s name {echoed(value)} is over {MAX_NAME_BYTES} bytes: no tensor of this model has it"
+        )
+    return value
 
 
 def request_id(request: Any) -> str | None:
@@ -244,13 +261,11 @@ def decode_v2_input(
     """One input tensor: its name, its values, and the bytes of binary data it took."""
     if not isinstance(tensor, JsonObject) or not all(key in tensor for key in ("name", "shape", "datatype")):
         raise bad_request("every input needs 'name', 'shape' and 'datatype'")
-    name = tensor.get("name")
-    if not isinstance(name, str):
-        raise bad_request("an input's 'name' must be a string")
+    name = tensor_name(tensor.get("name"), "an input", [s["name"] for s in model.inputs])
     spec = next((s for s in model.inputs if s["name"] == name), None)
     if spec is None:
         raise bad_request(
-            f"model {model.name} has no input {name!r}; inputs: {[s['name'] for s in model.inputs]}"
+            f"model {model.name} has no input {echoed(name)}; inputs: {[s['name'] for s in model.inputs]}"
         )
     datatype = tensor.get("datatype")
     if datatype != spec["datatype"]:
@@ -314,9 +329,9 @@ def requested_outputs(request: Any, model: LoadedModel) -> list[tuple[str, bool,
         return [(name, everything_binary, 0) for name in names]
     result: list[tuple[str, bool, int]] = []
     for output in asked:
-        name = output.get("name") if isinstance(output, JsonObject) else None
+        name = tensor_name(output.get("name") if isinstance(output, JsonObject) else None, "an output", names)
         if name not in names:
-            raise bad_request(f"model {model.name} has no output {name!r}; outputs: {names}")
+            raise bad_request(f"model {model.name} has no output {echoed(name)}; outputs: {names}")
         if any(name == given for given, _, _ in result):
             raise bad_request(f"output {name!r} is asked for twice: ask for each output once")
         options = parameters(output, f"output {name!r}")

@@ -14,6 +14,8 @@ from .. import v2
 from ..errors import ScoringError, bad_request
 from ..extensions import service as extensions
 from ..handling import repository, request_limit, too_large
+from ..repository import LoadedModel
+from ..tensors import tensor_name
 from ..validation import V2_DATATYPES
 from .messages import message
 
@@ -44,9 +46,11 @@ def parameter_value(parameter: Any) -> Any:
     return getattr(parameter, kind) if kind else None
 
 
-def input_document(tensor: Any, raw: bytes | None) -> dict[str, Any]:
+def input_document(tensor: Any, raw: bytes | None, declared: list[str]) -> dict[str, Any]:
     """One input of a ModelInferRequest in the V2 JSON form: typed contents as `data`, raw bytes as
-    binary data of the announced size (the binary tensor extension's form)."""
+    binary data of the announced size (the binary tensor extension's form). `declared`: the model's
+    input names (a name beyond them is checked before any message shows it)."""
+    tensor_name(tensor.name, "an input", declared)
     item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
     given = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if raw is not None:
@@ -77,13 +81,14 @@ def output_document(output: Any) -> dict[str, Any]:
     return document
 
 
-def infer_document(request: Any) -> tuple[dict[str, Any], bytes]:
+def infer_document(request: Any, model: LoadedModel) -> tuple[dict[str, Any], bytes]:
     """A ModelInferRequest as the V2 JSON document and binary part the REST route decodes. Every output
     is asked for as binary: gRPC answers in raw_output_contents, as Triton does."""
     raw = list(request.raw_input_contents)
     if raw and len(raw) != len(request.inputs):
         raise bad_request(f"raw_input_contents holds {len(raw)} tensors for {len(request.inputs)} inputs")
-    inputs = [input_document(t, raw[i] if raw else None) for i, t in enumerate(request.inputs)]
+    declared = [spec["name"] for spec in model.inputs]
+    inputs = [input_document(t, raw[i] if raw else None, declared) for i, t in enumerate(request.inputs)]
     document: dict[str, Any] = {
         "inputs": inputs,
         "outputs": [output_document(output) for output in request.outputs],
@@ -149,7 +154,7 @@ class InferenceService:
         if request.ByteSize() > request_limit(model):
             raise too_large(model)
         check_rows(request)
-        document, binary = infer_document(request)
+        document, binary = infer_document(request, model)
         return infer_response(*v2.run_v2(model, document, binary, "grpc"))
 
     def ModelConfig(self, request: Any) -> Any:
