@@ -108,6 +108,15 @@ def cube_schema(con: psycopg.Connection) -> str:
     return str(row[0])
 
 
+def cube_found(con: psycopg.Connection) -> str:
+    """The cube extension as the database holds it, for a message: its schema and owner."""
+    row = con.execute(
+        "SELECT n.nspname, pg_catalog.pg_get_userbyid(e.extowner) FROM pg_extension e "
+        "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'cube'"
+    ).fetchone()
+    return "the cube extension" if row is None else f"the cube extension (schema {row[0]}, owner {row[1]})"
+
+
 @dataclass(frozen=True)
 class CubeKernel:
     """A Dense kernel (inputs × units) as the cube kernel stores it: unit-major shifted points."""

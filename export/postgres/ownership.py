@@ -142,7 +142,8 @@ def check_schemas(
         advice = (
             f"a DBA revokes it (REVOKE CREATE ON SCHEMA {schema} FROM {role})"
             if role == "PUBLIC"
-            else f"a DBA revokes it, or pass --registry-owner {role} if you trust that role"
+            else f"a DBA revokes it (REVOKE CREATE ON SCHEMA {schema} FROM {role}), or pass --registry-owner "
+            f"{role} if you trust that role"
         )
         raise ExportError(
             f"schema {schema} lets role {role} create objects in it: one could add a function that "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -223,15 +224,32 @@ class PostgresStore(RegistryStore):
         self.con.execute(self.installed)
 
     def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
-        """The chosen kernel's generator; the cube kernel first installs its runtime."""
-        if self.kernel != "cube":
-            return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
+        """The chosen kernel's generator; the cube kernel first installs its runtime. Where the cube
+        extension found is refused (ownership.py), `--kernel auto` falls back to plpgsql, saying why on
+        one line; `--kernel cube` stops with that line."""
+        if self.kernel == "cube":
+            try:
+                with self.con.transaction():  # a savepoint: a refused runtime leaves nothing behind
+                    return CubeGenerator(graph, name, version, cube_schema=self.cube_runtime())
+            except ExportError as refusal:
+                if self.requested_kernel != "auto":
+                    raise
+                self.kernel = "plpgsql"
+                found = kernels.cube_found(self.con)
+                print(
+                    f"note: --kernel auto scores with plpgsql: {found} is refused: {refusal}", file=sys.stderr
+                )
+        return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
+
+    def cube_runtime(self) -> str:
+        """The cube extension's schema (quoted), once it and the extension pass the ownership checks, with
+        the cube kernel's runtime functions installed."""
         schema_name = kernels.cube_schema(self.con)
         check_extension(self.con, "cube", self.registry_owners)
         check_schemas(self.con, [schema_name], self.registry_owners, whole=schema_name == "nnsql")
         schema = sql.Identifier(schema_name).as_string(self.con)
         self.con.execute(render_template(TEMPLATES, "library_cube.sql.j2", {"cube_schema": schema}))
-        return CubeGenerator(graph, name, version, cube_schema=schema)
+        return schema
 
     def scores(self, name: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
         rows = self.query_samples(name, inputs, ("predict",))
