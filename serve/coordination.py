@@ -21,8 +21,9 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nnsql.text import printable
 
@@ -103,6 +104,20 @@ def read_json(path: Path) -> Any:
         return None
 
 
+@dataclass
+class Version:
+    """What the planning scans know of one version: the stamp it was last planned with, and for a Triton
+    version its model file, the file's key (file_key) and since when (monotonic) that key held, and what
+    the plan being made found: its file `settled`, `held` (being written; planned before, so its
+    previous copy serves), `waiting` (being written and new: left out), or nothing looked at yet."""
+
+    stamp: str | None = None
+    file: Path | None = None
+    key: tuple = ()
+    since: float = 0.0
+    found: Literal["", "settled", "held", "waiting"] = ""
+
+
 class Scanner:
     """The model directories and their servable version numbers, with odd entries logged once."""
 
@@ -111,11 +126,12 @@ class Scanner:
         self.says_configs = says_configs  # False in a worker: the master says what is wrong with a config
         self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
         self.problems: dict[str, str] = {}  # why a model serves nothing (its config.pbtxt), by name
-        self.seen: dict[Path, tuple[tuple, float]] = {}  # a Triton model file's key, held since (monotonic)
-        self.planned: dict[tuple[str, int], str] = {}  # the stamp last planned of each version
-        self.looked: set[Path] = set()  # the files the plan being made looked at
-        self.settled_keys: dict[tuple[str, int], tuple[Path, tuple]] = {}  # of the plan being made
-        self.waiting = False  # the last plan left out a new Triton version whose file has not settled
+        self.versions: dict[tuple[str, int], Version] = {}  # planned, or whose Triton file was looked at
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the last plan left out a new Triton version whose file has not settled."""
+        return any(version.found == "waiting" for version in self.versions.values())
 
     def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
         """Log about a path once per change of the path (its `stamp`, now by default), not on every
@@ -125,24 +141,31 @@ class Scanner:
             self.said[path] = (message, stamp)
             LOG.log(level, "%s", printable(message))
 
-    def settled(self, path: Path) -> bool:
-        """Whether the file's key has held SETTLE_SECONDS: since the scan that first saw it, or, for a
-        file seen for the first time, since its change time."""
+    def settled(self, version: Version, path: Path) -> bool:
+        """Whether the version's file `path` kept its key SETTLE_SECONDS: since the scan that first saw
+        that key, or, for a file seen for the first time, since its change time."""
         key, now = file_key(path), time.monotonic()
-        self.looked.add(path)
-        seen = self.seen.get(path)
-        if seen is None or seen[0] != key:
-            age = max(0.0, time.time() - key[-1] / 1e9) if key and seen is None else 0.0
-            seen = self.seen[path] = (key, now - age)
-        return bool(key) and now - seen[1] >= SETTLE_SECONDS
+        if version.file != path or version.key != key:
+            age = max(0.0, time.time() - key[-1] / 1e9) if key and version.file != path else 0.0
+            version.file, version.key, version.since = path, key, now - age
+        return bool(key) and now - version.since >= SETTLE_SECONDS
 
-    def version_numbers(self, model_dir: Path, held: set[tuple[str, int]] | None = None) -> set[int]:
+    def settle(self, name: str, number: int, path: Path) -> bool:
+        """Planning, whether a Triton version goes in the plan: its file settled, or being written but
+        planned before (held: its previous copy serves); a new one being written waits."""
+        version = self.versions.setdefault((name, number), Version())
+        if self.settled(version, path):
+            version.found = "settled"
+        else:
+            version.found = "held" if version.stamp is not None else "waiting"
+        return version.found != "waiting"
+
+    def version_numbers(self, model_dir: Path, planning: bool = False) -> set[int]:
         """Directories named by a plain number that hold both files; anything else is noted once. A
         version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
         `specific` version policy would serve it. A Triton model (config.pbtxt) takes its model file's
-        name and its version policy from its configuration. Planning (`held` given), a Triton version
-        whose file has not settled is left out when new, and collected in `held` when planned before
-        (its previous copy keeps serving)."""
+        name and its version policy from its configuration. Planning, a Triton version whose file has
+        not settled is left out when new, and kept when planned before (its previous copy serves)."""
         config = self.triton_config(model_dir) if tritonrepo.is_triton(model_dir) else None
         if config is False:
             return set()
@@ -157,19 +180,12 @@ class Scanner:
                 continue  # a Triton model's config and label files
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
-            elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
-                if held is None or not triton or self.settled(entry / model_file):
-                    numbers.add(number)
-                    if held is not None and triton:
-                        self.settled_keys[(model_dir.name, number)] = (
-                            entry / model_file,
-                            self.seen[entry / model_file][0],
-                        )
-                elif (model_dir.name, number) in self.planned:
-                    numbers.add(number)
-                    held.add((model_dir.name, number))
-                else:
-                    self.waiting = True
+            elif (
+                (triton or (entry / "metadata.json").exists())
+                and (entry / model_file).exists()
+                and (not (planning and triton) or self.settle(model_dir.name, number, entry / model_file))
+            ):
+                numbers.add(number)
         served = tritonrepo.served_versions(config, numbers) if triton else numbers
         self.note_empty(model_dir.name, numbers, served, config)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
@@ -217,7 +233,7 @@ class Scanner:
             self.say_once(path, logging.WARNING, f"{model_dir.name}/{warning}")
         return config
 
-    def present(self, held: set[tuple[str, int]] | None = None) -> dict[str, set[int]]:
+    def present(self, planning: bool = False) -> dict[str, set[int]]:
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.entries(self.root) if p.is_dir() and not p.name.startswith("."))
@@ -227,7 +243,7 @@ class Scanner:
                 self.say_once(model_dir, logging.WARNING, f"ignoring {model_dir}: its name is not UTF-8")
                 continue
             try:
-                found[model_dir.name] = self.version_numbers(model_dir, held)
+                found[model_dir.name] = self.version_numbers(model_dir, planning)
             except OSError as error:  # removed or moved away while this scan ran: gone for this scan
                 LOG.info("skipping %s this time: %s", printable(str(model_dir)), error.strerror or error)
         return found
@@ -251,28 +267,37 @@ class Scanner:
     def plan(self, leave_out: set[str]) -> Plan:
         """What to serve, each version with its stamp; a Triton version whose file is being written keeps
         the stamp planned before (its previous copy serves) until the file settles."""
-        held: set[tuple[str, int]] = set()
-        self.waiting = False
-        self.looked, self.settled_keys = set(), {}
+        for version in self.versions.values():
+            version.found = ""
         plan: Plan = {}
-        for name, numbers in self.present(held).items():
+        for name, numbers in self.present(planning=True).items():
             if name in leave_out:
                 continue
             plan[name] = {}
             for number in sorted(numbers):
-                stamp = (
-                    self.planned.get((name, number)) if (name, number) in held else self.stamp(name, number)
-                )
-                path, key = self.settled_keys.get((name, number), (None, None))
-                if path is not None and file_key(path) != key:  # written to since it was found settled
-                    stamp = self.planned.get((name, number))
+                version = self.versions.get((name, number), Version())
+                stamp = self.stamped(name, number, version)
                 if stamp is not None:
-                    plan[name][number] = stamp if isinstance(stamp, str) else repr(stamp)
-        self.planned = {
-            (name, number): stamp for name, versions in plan.items() for number, stamp in versions.items()
-        }
-        self.seen = {path: self.seen[path] for path in self.looked}  # files gone are forgotten
+                    plan[name][number] = stamp
+        for key, version in list(self.versions.items()):  # versions gone, files not looked at: forgotten
+            version.stamp = plan.get(key[0], {}).get(key[1])
+            if not version.found:
+                version.file, version.key = None, ()
+                if version.stamp is None:
+                    del self.versions[key]
+        for name, versions in plan.items():
+            for number, stamp in versions.items():
+                self.versions.setdefault((name, number), Version(stamp=stamp))
         return plan
+
+    def stamped(self, name: str, number: int, version: Version) -> str | None:
+        """The stamp to plan a version with: the one planned before while its Triton file is being written
+        (held, or written to since it was found settled), else its stamp now."""
+        if version.found == "held":
+            return version.stamp
+        if version.found == "settled" and version.file and file_key(version.file) != version.key:
+            return version.stamp  # written to since it was found settled
+        return repr(self.stamp(name, number))
 
 
 def plan_document(generation: int, plan: Plan, retry: set[str]) -> dict:
