@@ -19,7 +19,7 @@ from .accesslog import ACCESS_LOG
 from .errors import ScoringError
 from .extensions import routes as extensions
 from .fastpath import V2Inference
-from .gate import KEY_REFUSED, Gate, Refusal, key_accepted, read_admin_key, read_api_keys
+from .gate import KEY_REFUSED, Gate, Refusal, key_accepted, merged, read_admin_key, read_api_keys
 from .handling import body_limit
 from .metrics import Metrics
 from .repository import ModelRepository
@@ -138,7 +138,7 @@ def register_hooks(app: Flask) -> None:
         if incoming.environ.get("nnsql.admitted"):  # serve/server.py checked the headers already
             return None
         verdict = gate.admit(
-            incoming.method, incoming.path, incoming.query_string.decode("latin-1"), incoming.headers
+            incoming.method, merged(incoming.path), incoming.query_string.decode("latin-1"), incoming.headers
         )
         return refusal_response(verdict) if isinstance(verdict, Refusal) else None
 

@@ -25,7 +25,7 @@ from werkzeug.wsgi import get_input_stream
 
 from . import accesslog, web
 from .errors import ScoringError
-from .gate import Gate, routed_path
+from .gate import Gate
 from .handling import JSON_TYPES, max_values, request_limit, too_large
 from .repository import LoadedModel
 from .tensors import HEADER_LENGTH, split_v2_request
@@ -44,9 +44,9 @@ class V2Inference:
         self.gate: Gate = app.extensions["gate"]
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        path = routed_path(environ.get("PATH_INFO", ""))
-        match = INFER.fullmatch(path)
-        if match is None or environ["REQUEST_METHOD"] != "POST" or not environ.get("nnsql.admitted"):
+        path = environ.get("nnsql.path")  # set, with nnsql.admitted, by serve/server.py: merged and read
+        match = INFER.fullmatch(path) if path is not None and environ["REQUEST_METHOD"] == "POST" else None
+        if match is None or not environ.get("nnsql.admitted"):
             return self.wsgi_app(environ, start_response)
         started = time.perf_counter()
         with self.app.app_context():

@@ -123,10 +123,9 @@ SLASHES = re.compile("/{2,}")
 
 def routed_path(path_info: str) -> str:
     """The path as the app routes it, from WSGI's PATH_INFO (the percent-decoded bytes of the path, read
-    as Latin-1): slashes merged, and those bytes read as UTF-8, as Werkzeug reads them. A model named in
-    UTF-8 (tritonclient and browsers percent-encode names so) is the model `nnsql models list` shows, for
-    the gate as for the routes."""
-    path_info = merged(path_info)
+    as Latin-1, slashes merged: serve.server.path_info): those bytes read as UTF-8, as Werkzeug reads
+    them. A model named in UTF-8 (tritonclient and browsers percent-encode names so) is the model `nnsql
+    models list` shows, for the gate as for the routes."""
     if path_info.isascii():
         return path_info
     return path_info.encode("latin-1", "replace").decode("utf-8", "replace")
@@ -178,8 +177,7 @@ class Gate:
 
     def admit(self, method: str, path: str, query: str, headers: Headers) -> Refusal | int:
         """The body limit in bytes for this request, or the Refusal to send instead. `headers`: names in
-        lower case; `path`: percent-decoded."""
-        path = merged(path)
+        lower case; `path`: percent-decoded, its slashes merged (`merged`) as the routes take it."""
         host = headers.get("host")
         if not host:
             return Refusal(400, "the request has no Host header")

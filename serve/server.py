@@ -86,6 +86,8 @@ class Incoming:
     size: int = 0
     keep_alive: bool = True
     refusal: Refusal | None = None  # answered with this, in its turn, instead of running the app
+    path_info: str = ""  # WSGI's PATH_INFO (path_info), slashes merged once, for the gate and the app
+    path: str = ""  # the path as the app routes it (serve.gate.routed_path), as the gate read it
 
 
 class Stop(Exception):
@@ -287,9 +289,10 @@ class Connection(asyncio.Protocol):
             # the parser reads the chunks of `gzip, chunked` and would hand on gzip's bytes as the body
             self.refuse(Refusal(501, "only the chunked transfer coding is supported: send the body plain"))
             raise Stop
-        path = routed_path(path_info(url))  # as the app will route it
+        incoming.path_info = path_info(url)
+        incoming.path = routed_path(incoming.path_info)  # as the app will route it
         query = (url.query or b"").decode("latin-1")
-        verdict = self.server.admit(incoming.method, path, query, incoming.headers)
+        verdict = self.server.admit(incoming.method, incoming.path, query, incoming.headers)
         if isinstance(verdict, Refusal):
             self.refuse(verdict)
             raise Stop
@@ -387,7 +390,7 @@ class Connection(asyncio.Protocol):
         environ: dict[str, Any] = {
             "REQUEST_METHOD": incoming.method,
             "SCRIPT_NAME": "",
-            "PATH_INFO": path_info(url),
+            "PATH_INFO": incoming.path_info,
             "QUERY_STRING": (url.query or b"").decode("latin-1"),
             "SERVER_NAME": self.server.host,
             "SERVER_PORT": str(self.server.port),
@@ -404,6 +407,7 @@ class Connection(asyncio.Protocol):
             "wsgi.multiprocess": True,
             "wsgi.run_once": False,
             "nnsql.admitted": True,
+            "nnsql.path": incoming.path,  # the path the gate admitted, for the fast path
         }
         for key, value in incoming.headers.items():
             if "_" in key:  # X_API_KEY and X-API-Key would read the same
