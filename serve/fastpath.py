@@ -44,9 +44,10 @@ class V2Inference:
         self.gate: Gate = app.extensions["gate"]
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        path = environ.get("nnsql.path")  # set, with nnsql.admitted, by serve/server.py: merged and read
-        match = INFER.fullmatch(path) if path is not None and environ["REQUEST_METHOD"] == "POST" else None
-        if match is None or not environ.get("nnsql.admitted"):
+        # the path serve/server.py admitted (slashes merged, read as UTF-8), set with nnsql.admitted
+        path = environ.get("nnsql.path", "") if environ.get("nnsql.admitted") else ""
+        match = INFER.fullmatch(path) if environ["REQUEST_METHOD"] == "POST" else None
+        if match is None:
             return self.wsgi_app(environ, start_response)
         started = time.perf_counter()
         with self.app.app_context():
