@@ -28,16 +28,17 @@ from nnsql.text import printable
 
 from . import tritonrepo
 from .errors import capped, echoed
-from .repofiles import MAX_ENTRIES, listed, read_regular
+from .repofiles import MAX_ENTRIES, inside, listed, read_regular
 from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
 NO_VERSION = "no version directory holds both model.onnx and metadata.json"
-# A Triton model's file carries no sha256: it is loaded only once its stat (size, times, inode) has held
-# this long, seen by the scans (or, at first sight, by its ctime), so a writer rewriting it in place is
-# not loaded half-way unless it pauses longer than this (docs/security.md).
+# A Triton model's files carry no sha256: a version is loaded only once the stat (size, times, inode) of
+# each file it reads (its model file, its config.pbtxt and label files) has held this long, seen by the
+# scans (or, at first sight, by its ctime), so a writer rewriting one in place or truncating it first is
+# not read half-way unless it pauses longer than this (docs/security.md).
 SETTLE_SECONDS = 2.0
 ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
@@ -114,8 +115,9 @@ class Scanner:
         self.seen: dict[Path, tuple[tuple, float]] = {}  # a Triton model file's key, held since (monotonic)
         self.planned: dict[tuple[str, int], str] = {}  # the stamp last planned of each version
         self.looked: set[Path] = set()  # the files the plan being made looked at
-        self.settled_keys: dict[tuple[str, int], tuple[Path, tuple]] = {}  # of the plan being made
+        self.settled_keys: dict[tuple[str, int], dict[Path, tuple]] = {}  # of the plan being made
         self.waiting = False  # the last plan left out a new Triton version whose file has not settled
+        self.choices: dict[str, tuple[set[int], Any, int | None]] = {}  # a model's versions, policy
 
     def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
         """Log about a path once per change of the path (its `stamp`, now by default), not on every
@@ -141,12 +143,17 @@ class Scanner:
         version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
         `specific` version policy would serve it. A Triton model (config.pbtxt) takes its model file's
         name and its version policy from its configuration. Planning (`held` given), a Triton version
-        whose file has not settled is left out when new, and collected in `held` when planned before
-        (its previous copy keeps serving)."""
-        config = self.triton_config(model_dir) if tritonrepo.is_triton(model_dir) else None
+        whose files have not settled is left out when new, and collected in `held` when planned before
+        (its previous copy keeps serving); so are all of a model's versions while its config.pbtxt or a
+        label file has not settled, or while its config cannot be read (as Triton keeps a model whose
+        reload failed)."""
+        triton = tritonrepo.is_triton(model_dir)
+        shared: dict[Path, tuple] = {}
+        if triton and held is not None and not self.shared_settled(model_dir, shared):
+            return self.hold(model_dir.name, held, waiting=True)
+        config = self.triton_config(model_dir) if triton else None
         if config is False:
-            return set()
-        triton = config is not None
+            return set() if held is None else self.hold(model_dir.name, held, waiting=False)
         model_file = tritonrepo.model_file(config) if triton else "model.onnx"
         numbers = set()
         for entry in self.entries(model_dir):
@@ -158,13 +165,13 @@ class Scanner:
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
             elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
-                if held is None or not triton or self.settled(entry / model_file):
+                if held is None or not triton or self.version_settled(entry, model_file):
                     numbers.add(number)
                     if held is not None and triton:
-                        self.settled_keys[(model_dir.name, number)] = (
-                            entry / model_file,
-                            self.seen[entry / model_file][0],
-                        )
+                        files = [p for p in self.entries(entry) if p.is_file()]
+                        self.settled_keys[(model_dir.name, number)] = shared | {
+                            p: self.seen[p][0] for p in files if p in self.seen
+                        }
                 elif (model_dir.name, number) in self.planned:
                     numbers.add(number)
                     held.add((model_dir.name, number))
@@ -173,7 +180,47 @@ class Scanner:
         served = tritonrepo.served_versions(config, numbers) if triton else numbers
         self.note_empty(model_dir.name, numbers, served, config)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
+        self.choices[model_dir.name] = (numbers, config, active)
         return {active} if active in served else served
+
+    def chosen(self, name: str, failed: set[int]) -> set[int]:
+        """The versions the model's policy (and its `active` file) would serve of those the last scan
+        found, were the `failed` ones absent: those a model keeps serving from its previous copies while
+        a newer version fails to load."""
+        numbers, config, active = self.choices.get(name, (set(), None, None))
+        present = numbers - failed
+        served = tritonrepo.served_versions(config, present) if config is not None else present
+        return {active} if active in served else served
+
+    def hold(self, name: str, held: set[tuple[str, int]], *, waiting: bool) -> set[int]:
+        """The versions planned before for the model, collected in `held` (their previous copies keep
+        serving); `waiting`: the first plan waits for a model planned never before."""
+        previous = {number for model, number in self.planned if model == name}
+        held.update((name, number) for number in previous)
+        self.waiting = self.waiting or (waiting and not previous)
+        return previous
+
+    def shared_files(self, model_dir: Path) -> list[Path]:
+        """A Triton model's own files that every version reads (config.pbtxt, label files), not the
+        `active` file nor a hidden one (being written)."""
+        return [
+            p
+            for p in self.entries(model_dir)
+            if p.name != ACTIVE_FILE and not p.name.startswith(".") and p.is_file()
+        ]
+
+    def shared_settled(self, model_dir: Path, keys: dict[Path, tuple]) -> bool:
+        """Whether every shared file of the model has settled; their keys are put in `keys`."""
+        files = self.shared_files(model_dir)
+        settled = [self.settled(p) for p in files]  # every file looked at, not only up to the first
+        keys.update((p, self.seen[p][0]) for p in files)
+        return all(settled)
+
+    def version_settled(self, version_dir: Path, model_file: str) -> bool:
+        """Whether the version's model file and every other file of its directory have settled."""
+        files = [p for p in self.entries(version_dir) if p.is_file()]
+        settled = [self.settled(p) for p in files]
+        return all(settled) and self.settled(version_dir / model_file)
 
     def note_empty(self, name: str, present: set[int], served: set[int], config: Any) -> None:
         """Why a model serves no version, for the index and a load's answer: none is complete, or its
@@ -242,11 +289,19 @@ class Scanner:
         return (self.version_keys(name, number), files)
 
     def version_keys(self, name: str, number: int) -> tuple:
-        """The key (file_key) of each file of a Triton version: the first part of its stamp."""
+        """The key (file_key) of each file a Triton version reads, the first part of its stamp: those
+        of its directory, then the model's shared files (a file linked out of the model's directory,
+        which is refused when read, by a mark: /proc shows each process its own)."""
+        model_dir = self.root / name
         try:
-            return tuple((p.name, file_key(p)) for p in sorted(listed(self.root / name / str(number))[0]))
+            own = tuple((p.name, file_key(p)) for p in sorted(listed(model_dir / str(number))[0]))
+            shared = tuple(
+                (p.name, file_key(p) if inside(os.path.realpath(p), model_dir) else ("outside",))
+                for p in sorted(self.shared_files(model_dir))
+            )
         except OSError:  # removed since the scan
             return ()
+        return (own, shared)
 
     def plan(self, leave_out: set[str]) -> Plan:
         """What to serve, each version with its stamp; a Triton version whose file is being written keeps
@@ -263,8 +318,8 @@ class Scanner:
                 stamp = (
                     self.planned.get((name, number)) if (name, number) in held else self.stamp(name, number)
                 )
-                path, key = self.settled_keys.get((name, number), (None, None))
-                if path is not None and file_key(path) != key:  # written to since it was found settled
+                keys = self.settled_keys.get((name, number), {})
+                if any(file_key(path) != key for path, key in keys.items()):  # written to since it settled
                     stamp = self.planned.get((name, number))
                 if stamp is not None:
                     plan[name][number] = stamp if isinstance(stamp, str) else repr(stamp)
@@ -303,6 +358,7 @@ class Coordinator:
         self.generation = 0
         self.committed = 0
         self.planned: Plan | None = None
+        self.commit: dict = {}  # the last commit written
         self.unloaded: set[str] = set()
         self.retry: set[str] = set()  # loaded by request: broken versions are tried again
         self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
@@ -342,10 +398,7 @@ class Coordinator:
         for ack in acks:
             failed.update(ack.get("failed", {}))
         assert self.planned is not None
-        served = {
-            name: [v for v in versions if f"{name}/{v}" not in failed]
-            for name, versions in self.planned.items()
-        }
+        served = {name: self.served(name, versions, failed) for name, versions in self.planned.items()}
         document = {
             "generation": self.generation,
             "models": {name: versions for name, versions in served.items() if versions},
@@ -354,7 +407,18 @@ class Coordinator:
         }
         write_json(self.state / "commit.json", document)
         self.committed = self.generation
+        self.commit = document
         self.answer(document)
+
+    def served(self, name: str, planned: dict[int, str], failed: dict[str, str]) -> list[int]:
+        """The model's planned versions that every worker loaded, and, while some failed, those of the
+        last commit its policy would serve without them: a newer version that fails to load leaves the
+        previous ones serving (Triton keeps a model whose reload failed), never the model missing."""
+        broken = {v for v in planned if f"{name}/{v}" in failed}
+        kept = set()
+        if broken:
+            kept = set(self.commit.get("models", {}).get(name, [])) & self.scanner.chosen(name, broken)
+        return sorted({v for v in planned if v not in broken} | kept)
 
     def take_requests(self) -> bool:
         taken = False
