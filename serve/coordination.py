@@ -21,24 +21,24 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nnsql.text import printable
 
 from . import tritonrepo
 from .errors import capped, echoed
-from .repofiles import MAX_ENTRIES, listed, read_regular
+from .repofiles import MAX_ENTRIES, inside, listed, read_regular
 from .validation import InvalidVersion
 
 LOG = logging.getLogger("nnsql.serve.repository")
 MAX_VERSION_DIGITS = 18  # a version number fits in a signed 64-bit integer, as in Triton and TF Serving
 Plan = dict[str, dict[int, str]]  # model name -> version -> stamp
 NO_VERSION = "no version directory holds both model.onnx and metadata.json"
-# A Triton model's file carries no sha256: it is loaded only once its stat (size, times, inode) has held
-# this long, seen by the scans (or, at first sight, by its ctime), so a writer rewriting it in place is
-# not loaded half-way unless it pauses longer than this (docs/security.md).
+# A Triton model's files carry no sha256: a version is loaded only once the stat (size, times, inode) of
+# each file it reads (its model file, its config.pbtxt and label files) has held this long, seen by the
+# scans (or, at first sight, by its ctime), so a writer rewriting one in place or truncating it first is
+# not read half-way unless it pauses longer than this (docs/security.md).
 SETTLE_SECONDS = 2.0
 ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
@@ -104,20 +104,6 @@ def read_json(path: Path) -> Any:
         return None
 
 
-@dataclass
-class Version:
-    """What the planning scans know of one version: the stamp it was last planned with, and for a Triton
-    version its model file, the file's key (file_key) and since when (monotonic) that key held, and what
-    the plan being made found: its file `settled`, `held` (being written; planned before, so its
-    previous copy serves), `waiting` (being written and new: left out), or nothing looked at yet."""
-
-    stamp: str | None = None
-    file: Path | None = None
-    key: tuple = ()
-    since: float = 0.0
-    found: Literal["", "settled", "held", "waiting"] = ""
-
-
 class Scanner:
     """The model directories and their servable version numbers, with odd entries logged once."""
 
@@ -126,12 +112,12 @@ class Scanner:
         self.says_configs = says_configs  # False in a worker: the master says what is wrong with a config
         self.said: dict[Path, tuple] = {}  # what was logged about a path, and when it last changed
         self.problems: dict[str, str] = {}  # why a model serves nothing (its config.pbtxt), by name
-        self.versions: dict[tuple[str, int], Version] = {}  # planned, or whose Triton file was looked at
-
-    @property
-    def waiting(self) -> bool:
-        """Whether the last plan left out a new Triton version whose file has not settled."""
-        return any(version.found == "waiting" for version in self.versions.values())
+        self.seen: dict[Path, tuple[tuple, float]] = {}  # a Triton model file's key, held since (monotonic)
+        self.planned: dict[tuple[str, int], str] = {}  # the stamp last planned of each version
+        self.looked: set[Path] = set()  # the files the plan being made looked at
+        self.settled_keys: dict[tuple[str, int], dict[Path, tuple]] = {}  # of the plan being made
+        self.waiting = False  # the last plan left out a new Triton version whose file has not settled
+        self.choices: dict[str, tuple[set[int], Any, int | None]] = {}  # a model's versions, policy
 
     def say_once(self, path: Path, level: int, message: str, stamp: tuple | None = None) -> None:
         """Log about a path once per change of the path (its `stamp`, now by default), not on every
@@ -141,35 +127,33 @@ class Scanner:
             self.said[path] = (message, stamp)
             LOG.log(level, "%s", printable(message))
 
-    def settled(self, version: Version, path: Path) -> bool:
-        """Whether the version's file `path` kept its key SETTLE_SECONDS: since the scan that first saw
-        that key, or, for a file seen for the first time, since its change time."""
+    def settled(self, path: Path) -> bool:
+        """Whether the file's key has held SETTLE_SECONDS: since the scan that first saw it, or, for a
+        file seen for the first time, since its change time."""
         key, now = file_key(path), time.monotonic()
-        if version.file != path or version.key != key:
-            age = max(0.0, time.time() - key[-1] / 1e9) if key and version.file != path else 0.0
-            version.file, version.key, version.since = path, key, now - age
-        return bool(key) and now - version.since >= SETTLE_SECONDS
+        self.looked.add(path)
+        seen = self.seen.get(path)
+        if seen is None or seen[0] != key:
+            age = max(0.0, time.time() - key[-1] / 1e9) if key and seen is None else 0.0
+            seen = self.seen[path] = (key, now - age)
+        return bool(key) and now - seen[1] >= SETTLE_SECONDS
 
-    def settle(self, name: str, number: int, path: Path) -> bool:
-        """Planning, whether a Triton version goes in the plan: its file settled, or being written but
-        planned before (held: its previous copy serves); a new one being written waits."""
-        version = self.versions.setdefault((name, number), Version())
-        if self.settled(version, path):
-            version.found = "settled"
-        else:
-            version.found = "held" if version.stamp is not None else "waiting"
-        return version.found != "waiting"
-
-    def version_numbers(self, model_dir: Path, planning: bool = False) -> set[int]:
+    def version_numbers(self, model_dir: Path, held: set[tuple[str, int]] | None = None) -> set[int]:
         """Directories named by a plain number that hold both files; anything else is noted once. A
         version named in the model's `active` file (`nnsql models activate`) is served alone, as Triton's
         `specific` version policy would serve it. A Triton model (config.pbtxt) takes its model file's
-        name and its version policy from its configuration. Planning, a Triton version whose file has
-        not settled is left out when new, and kept when planned before (its previous copy serves)."""
-        config = self.triton_config(model_dir) if tritonrepo.is_triton(model_dir) else None
+        name and its version policy from its configuration. Planning (`held` given), a Triton version
+        whose files have not settled is left out when new, and collected in `held` when planned before
+        (its previous copy keeps serving); so are all of a model's versions while its config.pbtxt or a
+        label file has not settled, or while its config cannot be read (as Triton keeps a model whose
+        reload failed)."""
+        triton = tritonrepo.is_triton(model_dir)
+        shared: dict[Path, tuple] = {}
+        if triton and held is not None and not self.shared_settled(model_dir, shared):
+            return self.hold(model_dir.name, held, waiting=True)
+        config = self.triton_config(model_dir) if triton else None
         if config is False:
-            return set()
-        triton = config is not None
+            return set() if held is None else self.hold(model_dir.name, held, waiting=False)
         model_file = tritonrepo.model_file(config) if triton else "model.onnx"
         numbers = set()
         for entry in self.entries(model_dir):
@@ -180,16 +164,63 @@ class Scanner:
                 continue  # a Triton model's config and label files
             if number is None:
                 self.say_once(entry, logging.WARNING, f"ignoring {entry}: not a version number")
-            elif (
-                (triton or (entry / "metadata.json").exists())
-                and (entry / model_file).exists()
-                and (not (planning and triton) or self.settle(model_dir.name, number, entry / model_file))
-            ):
-                numbers.add(number)
+            elif (triton or (entry / "metadata.json").exists()) and (entry / model_file).exists():
+                if held is None or not triton or self.version_settled(entry, model_file):
+                    numbers.add(number)
+                    if held is not None and triton:
+                        files = [p for p in self.entries(entry) if p.is_file()]
+                        self.settled_keys[(model_dir.name, number)] = shared | {
+                            p: self.seen[p][0] for p in files if p in self.seen
+                        }
+                elif (model_dir.name, number) in self.planned:
+                    numbers.add(number)
+                    held.add((model_dir.name, number))
+                else:
+                    self.waiting = True
         served = tritonrepo.served_versions(config, numbers) if triton else numbers
         self.note_empty(model_dir.name, numbers, served, config)
         active = version_number(read_text(model_dir / ACTIVE_FILE).strip())
+        self.choices[model_dir.name] = (numbers, config, active)
         return {active} if active in served else served
+
+    def chosen(self, name: str, failed: set[int]) -> set[int]:
+        """The versions the model's policy (and its `active` file) would serve of those the last scan
+        found, were the `failed` ones absent: those a model keeps serving from its previous copies while
+        a newer version fails to load."""
+        numbers, config, active = self.choices.get(name, (set(), None, None))
+        present = numbers - failed
+        served = tritonrepo.served_versions(config, present) if config is not None else present
+        return {active} if active in served else served
+
+    def hold(self, name: str, held: set[tuple[str, int]], *, waiting: bool) -> set[int]:
+        """The versions planned before for the model, collected in `held` (their previous copies keep
+        serving); `waiting`: the first plan waits for a model planned never before."""
+        previous = {number for model, number in self.planned if model == name}
+        held.update((name, number) for number in previous)
+        self.waiting = self.waiting or (waiting and not previous)
+        return previous
+
+    def shared_files(self, model_dir: Path) -> list[Path]:
+        """A Triton model's own files that every version reads (config.pbtxt, label files), not the
+        `active` file nor a hidden one (being written)."""
+        return [
+            p
+            for p in self.entries(model_dir)
+            if p.name != ACTIVE_FILE and not p.name.startswith(".") and p.is_file()
+        ]
+
+    def shared_settled(self, model_dir: Path, keys: dict[Path, tuple]) -> bool:
+        """Whether every shared file of the model has settled; their keys are put in `keys`."""
+        files = self.shared_files(model_dir)
+        settled = [self.settled(p) for p in files]  # every file looked at, not only up to the first
+        keys.update((p, self.seen[p][0]) for p in files)
+        return all(settled)
+
+    def version_settled(self, version_dir: Path, model_file: str) -> bool:
+        """Whether the version's model file and every other file of its directory have settled."""
+        files = [p for p in self.entries(version_dir) if p.is_file()]
+        settled = [self.settled(p) for p in files]
+        return all(settled) and self.settled(version_dir / model_file)
 
     def note_empty(self, name: str, present: set[int], served: set[int], config: Any) -> None:
         """Why a model serves no version, for the index and a load's answer: none is complete, or its
@@ -233,7 +264,7 @@ class Scanner:
             self.say_once(path, logging.WARNING, f"{model_dir.name}/{warning}")
         return config
 
-    def present(self, planning: bool = False) -> dict[str, set[int]]:
+    def present(self, held: set[tuple[str, int]] | None = None) -> dict[str, set[int]]:
         if not self.root.is_dir():
             return {}
         models = sorted(p for p in self.entries(self.root) if p.is_dir() and not p.name.startswith("."))
@@ -243,7 +274,7 @@ class Scanner:
                 self.say_once(model_dir, logging.WARNING, f"ignoring {model_dir}: its name is not UTF-8")
                 continue
             try:
-                found[model_dir.name] = self.version_numbers(model_dir, planning)
+                found[model_dir.name] = self.version_numbers(model_dir, held)
             except OSError as error:  # removed or moved away while this scan ran: gone for this scan
                 LOG.info("skipping %s this time: %s", printable(str(model_dir)), error.strerror or error)
         return found
@@ -258,46 +289,45 @@ class Scanner:
         return (self.version_keys(name, number), files)
 
     def version_keys(self, name: str, number: int) -> tuple:
-        """The key (file_key) of each file of a Triton version: the first part of its stamp."""
+        """The key (file_key) of each file a Triton version reads, the first part of its stamp: those
+        of its directory, then the model's shared files (a file linked out of the model's directory,
+        which is refused when read, by a mark: /proc shows each process its own)."""
+        model_dir = self.root / name
         try:
-            return tuple((p.name, file_key(p)) for p in sorted(listed(self.root / name / str(number))[0]))
+            own = tuple((p.name, file_key(p)) for p in sorted(listed(model_dir / str(number))[0]))
+            shared = tuple(
+                (p.name, file_key(p) if inside(os.path.realpath(p), model_dir) else ("outside",))
+                for p in sorted(self.shared_files(model_dir))
+            )
         except OSError:  # removed since the scan
             return ()
+        return (own, shared)
 
     def plan(self, leave_out: set[str]) -> Plan:
         """What to serve, each version with its stamp; a Triton version whose file is being written keeps
         the stamp planned before (its previous copy serves) until the file settles."""
-        for version in self.versions.values():
-            version.found = ""
+        held: set[tuple[str, int]] = set()
+        self.waiting = False
+        self.looked, self.settled_keys = set(), {}
         plan: Plan = {}
-        for name, numbers in self.present(planning=True).items():
+        for name, numbers in self.present(held).items():
             if name in leave_out:
                 continue
             plan[name] = {}
             for number in sorted(numbers):
-                version = self.versions.get((name, number), Version())
-                stamp = self.stamped(name, number, version)
+                stamp = (
+                    self.planned.get((name, number)) if (name, number) in held else self.stamp(name, number)
+                )
+                keys = self.settled_keys.get((name, number), {})
+                if any(file_key(path) != key for path, key in keys.items()):  # written to since it settled
+                    stamp = self.planned.get((name, number))
                 if stamp is not None:
-                    plan[name][number] = stamp
-        for key, version in list(self.versions.items()):  # versions gone, files not looked at: forgotten
-            version.stamp = plan.get(key[0], {}).get(key[1])
-            if not version.found:
-                version.file, version.key = None, ()
-                if version.stamp is None:
-                    del self.versions[key]
-        for name, versions in plan.items():
-            for number, stamp in versions.items():
-                self.versions.setdefault((name, number), Version(stamp=stamp))
+                    plan[name][number] = stamp if isinstance(stamp, str) else repr(stamp)
+        self.planned = {
+            (name, number): stamp for name, versions in plan.items() for number, stamp in versions.items()
+        }
+        self.seen = {path: self.seen[path] for path in self.looked}  # files gone are forgotten
         return plan
-
-    def stamped(self, name: str, number: int, version: Version) -> str | None:
-        """The stamp to plan a version with: the one planned before while its Triton file is being written
-        (held, or written to since it was found settled), else its stamp now."""
-        if version.found == "held":
-            return version.stamp
-        if version.found == "settled" and version.file and file_key(version.file) != version.key:
-            return version.stamp  # written to since it was found settled
-        return repr(self.stamp(name, number))
 
 
 def plan_document(generation: int, plan: Plan, retry: set[str]) -> dict:
@@ -328,6 +358,7 @@ class Coordinator:
         self.generation = 0
         self.committed = 0
         self.planned: Plan | None = None
+        self.commit: dict = {}  # the last commit written
         self.unloaded: set[str] = set()
         self.retry: set[str] = set()  # loaded by request: broken versions are tried again
         self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
@@ -367,10 +398,7 @@ class Coordinator:
         for ack in acks:
             failed.update(ack.get("failed", {}))
         assert self.planned is not None
-        served = {
-            name: [v for v in versions if f"{name}/{v}" not in failed]
-            for name, versions in self.planned.items()
-        }
+        served = {name: self.served(name, versions, failed) for name, versions in self.planned.items()}
         document = {
             "generation": self.generation,
             "models": {name: versions for name, versions in served.items() if versions},
@@ -379,7 +407,18 @@ class Coordinator:
         }
         write_json(self.state / "commit.json", document)
         self.committed = self.generation
+        self.commit = document
         self.answer(document)
+
+    def served(self, name: str, planned: dict[int, str], failed: dict[str, str]) -> list[int]:
+        """The model's planned versions that every worker loaded, and, while some failed, those of the
+        last commit its policy would serve without them: a newer version that fails to load leaves the
+        previous ones serving (Triton keeps a model whose reload failed), never the model missing."""
+        broken = {v for v in planned if f"{name}/{v}" in failed}
+        kept = set()
+        if broken:
+            kept = set(self.commit.get("models", {}).get(name, [])) & self.scanner.chosen(name, broken)
+        return sorted({v for v in planned if v not in broken} | kept)
 
     def take_requests(self) -> bool:
         taken = False

@@ -110,6 +110,8 @@ def load_version(
     session = onnxruntime.InferenceSession(snapshot.model, options, providers=["CPUExecutionProvider"])
     if snapshot.config is not None:
         metadata = check_version(tritonrepo.metadata(directory, snapshot.config, session), session)
+        if unchanged is not None and not unchanged():  # its label files, read last, included
+            raise NotSettled("its files changed while they were read")
         max_batch = min(max_batch, metadata["max_batch_size"] or max_batch)  # the config's limit holds
     else:
         metadata = check_version(snapshot.metadata, session)

@@ -64,7 +64,7 @@ def take(directory: Path, unchanged: Callable[[], bool] | None = None) -> Snapsh
     if tritonrepo.is_triton(directory.parent):
         config, _ = tritonrepo.read_config(directory.parent)
         model = read_model(directory / tritonrepo.model_file(config))
-        if unchanged is not None and not unchanged():
+        if unchanged is not None and not unchanged():  # asked again once its label files are read
             raise NotSettled(f"{tritonrepo.model_file(config)} changed while it was read")
         return Snapshot(None, model, config)
     metadata = read_metadata(directory)

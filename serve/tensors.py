@@ -375,6 +375,8 @@ def decode_tfserving(
     of each input's values is its shape: [rows, *the input's shape] (no silent reshape). `booleans`: the
     body may hold true or false (serve.jsonbody.holds_booleans)."""
     names = [s["name"] for s in model.inputs]
+    if "instances" in request and "inputs" in request:  # which one the client meant is anyone's guess
+        raise bad_request("send either 'instances' (row format) or 'inputs' (columnar format), not both")
     if "instances" in request:
         instances = request["instances"]
         if not isinstance(instances, list) or not instances:

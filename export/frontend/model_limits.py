@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from nnsql.text import printable
+
 from ..errors import ExportError
 from .model_code import legacy_tf_activations
 from .model_file import ModelFile, first_line
@@ -159,6 +161,7 @@ def stored_values(model: ModelFile) -> int:
         import h5py
 
         with h5py.File(model.path, "r") as file:
+            refuse_data_outside(file, model.path.name)
             return dataset_values(file.get("model_weights", file))
     if model.format == "keras":
         return keras_archive_values(model)
@@ -179,7 +182,39 @@ def keras_archive_values(model: ModelFile) -> int:
         if "model.weights.h5" not in archive.namelist():
             return 0
         with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
+            refuse_data_outside(file, f"{model.path.name}'s model.weights.h5")
             return dataset_values(file)
+
+
+def refuse_data_outside(file: Any, shown: str) -> None:
+    """ExportError (one line) for an HDF5 file that keeps data outside itself: a dataset stored in an
+    external raw file or mapped from other files (virtual), or an external or soft link. tf.keras reads
+    such a dataset from whatever it names, any file the exporting user can read (~/.pgpass), and the
+    export would publish its bytes as weights; Keras 3 refuses them, tf.keras does not. Nothing nnsql
+    or either Keras writes holds one."""
+    import h5py
+
+    # h5py stops a visit at the first callback that returns something (raising inside it is unsafe)
+    link = file.visititems_links(
+        lambda name, link: (name, link) if isinstance(link, h5py.ExternalLink | h5py.SoftLink) else None
+    )
+    if link is not None:
+        name, link = link
+        raise ExportError(
+            f"{shown}: {printable(name)} is an {type(link).__name__} (to {printable(link.path)}), data "
+            "outside the model file; refusing to read it"
+        )
+    dataset = file.visititems(
+        lambda name, item: (
+            (name, item) if isinstance(item, h5py.Dataset) and (item.external or item.is_virtual) else None
+        )
+    )
+    if dataset is not None:
+        name, item = dataset
+        where = "a virtual dataset" if item.is_virtual else f"stored in {printable(str(item.external[0][0]))}"
+        raise ExportError(
+            f"{shown}: dataset {printable(name)} is {where}, data outside the model file; refusing to read it"
+        )
 
 
 def dataset_values(group: Any) -> int:
