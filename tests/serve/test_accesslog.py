@@ -120,3 +120,22 @@ def test_an_entry_orjson_refuses_is_written_and_the_writer_goes_on(caplog):
     lines = stream.getvalue().splitlines()
     assert [json.loads(line)["path"] for line in lines] == ["/score", "/v2/health/live"]
     assert all(line.isascii() for line in lines) and '"m\\udcff"' in lines[0]
+
+
+def test_a_record_that_is_not_utf8_loses_no_line_of_its_turn(caplog, tmp_path):
+    """A record said through the logger with a lone surrogate (a model directory whose name is not
+    UTF-8) is written escaped. Encoding the writer's turn used to fail on it, and every line of that
+    turn was lost."""
+    caplog.set_level(logging.INFO, logger="serve.access")
+    name = os.fsdecode(b"m\xff")
+    with open(tmp_path / "access.log", "w") as output:
+        writer = accesslog.start(output, "[worker 0] %(message)s")
+        accesslog.log(method="GET", path="/v2", status=200)
+        logging.getLogger("serve.access").warning("model %s not loaded", name)
+        accesslog.log(method="GET", path="/v2/health/live", status=200)
+        accesslog.stop(writer)
+    assert (tmp_path / "access.log").read_bytes().decode("ascii").splitlines() == [
+        '[worker 0] {"method":"GET","path":"/v2","status":200}',
+        "[worker 0] model m\\udcff not loaded",
+        '[worker 0] {"method":"GET","path":"/v2/health/live","status":200}',
+    ]
