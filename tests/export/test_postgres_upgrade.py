@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import psycopg
 import pytest
@@ -125,6 +126,8 @@ def test_a_registry_of_the_earlier_release_is_widened_and_its_versions_score_as_
         gap = far(executors[kernel].predict(name, x), reference)
         assert gap <= FLOAT64, f"{kernel}: {gap:.2e} from Keras in float64"
         activate(postgres_dsn, name, 1)  # the earlier release's script, installed again
+        # exactly: the same script over the same numbers (real to float8 is exact, and back), its real[]
+        # variables now passed to the float8[] functions, which compute what the real[] ones did
         assert np.array_equal(executors[kernel].predict(name, x), before[kernel]), kernel
         activate(postgres_dsn, name, 2)
         assert far(executors[kernel].predict(name, x), reference) <= FLOAT64, kernel
@@ -157,3 +160,18 @@ def test_a_role_that_cannot_widen_the_column_refuses_in_one_line(
         con.execute("REVOKE CREATE ON SCHEMA nnsql FROM widen_bob")
     assert export(alice, path, "derived", "--kernel", "plpgsql", "--output", "values") == 0
     assert column_type(postgres_dsn) == "double precision[]"
+
+
+def test_a_derived_weight_below_float32s_range_is_stored_as_zero(postgres_dsn, tmp_path):
+    """Three linear Dense of weight 1e-30 fold into one of 1e-90 in float64, which float32 rounded to 0.
+    Stored as such, an input of 1e-249 (the library's kernels skip only those below 1e-250) makes a
+    product that rounds to 0, which PostgreSQL raises on ("value out of range: underflow", measured with
+    the weight kept); stored as 0, the value is 0, as Keras computes it in float32 and float64 alike."""
+    x = features = keras.Input((1,), name="features")
+    tiny = keras.initializers.Constant(1e-30)
+    for name in ("first", "second", "third"):
+        x = keras.layers.Dense(1, use_bias=False, kernel_initializer=tiny, name=name)(x)
+    path = models.save(keras.Model(features, x), tmp_path / "model")
+    target = postgres_executor("postgres", postgres_dsn)
+    assert target.export(path, "tiny", "--output", "values") == 0
+    assert target.query("SELECT tiny.predict(ARRAY[1e-249]::float8[])") == [([0.0],)]
