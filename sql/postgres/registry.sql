@@ -52,13 +52,15 @@ DECLARE
     old regprocedure;
 BEGIN
     -- Weights in float8 (earlier releases: real[]), by the table's owner or a role with its privileges
-    -- only: for another role the exporter refuses in one line (export/postgres/store.py). real to float8
-    -- is exact, so the versions already stored score as before. The library's real[] overloads go with
-    -- it: a version's stored code passing real[] variables then calls the float8[] ones, exactly as well.
+    -- only: for another role the exporter refuses in one line (export/postgres/ownership.py). real to
+    -- float8 is exact, so the versions already stored score as before. Storage in the same statement: the
+    -- rewrite would otherwise compress every row with the type's default storage. The library's real[]
+    -- overloads go with it: a version's stored code passing real[] variables then calls the float8[]
+    -- ones, exactly as well.
     IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
                 WHERE a.attrelid = 'nnsql.tensors'::regclass AND a.attname = 'value'
                   AND a.atttypid = 'real[]'::regtype AND pg_has_role(c.relowner, 'USAGE')) THEN
-        ALTER TABLE nnsql.tensors ALTER COLUMN value TYPE float8[];
+        ALTER TABLE nnsql.tensors ALTER COLUMN value TYPE float8[], ALTER COLUMN value SET STORAGE EXTERNAL;
         FOR old IN SELECT p.oid FROM pg_proc p
                     WHERE p.pronamespace = 'nnsql'::regnamespace
                       AND p.proname IN ('dense', 'gather', 'patch_dense', 'lookup', 'affine')

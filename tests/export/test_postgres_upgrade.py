@@ -91,6 +91,14 @@ def real_overloads(dsn: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def compressed(dsn: str) -> int:
+    """How many tensors are stored compressed (every call would decompress them)."""
+    with psycopg.connect(dsn) as con:
+        row = con.execute("SELECT count(pg_column_compression(value)) FROM nnsql.tensors").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def activate(dsn: str, name: str, version: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as con:
         con.execute("CALL nnsql.activate(%s, %s)", [name, version])
@@ -121,6 +129,7 @@ def test_a_registry_of_the_earlier_release_is_widened_and_its_versions_score_as_
     for kernel in KERNELS:
         assert executors[kernel].export(path, name_of(kernel), "--output", "values") == 0
     assert column_type(postgres_dsn) == "double precision[]" and real_overloads(postgres_dsn) == []
+    assert compressed(postgres_dsn) == 0  # the widened rows of the earlier versions too
     for kernel in KERNELS:
         name = name_of(kernel)
         gap = far(executors[kernel].predict(name, x), reference)
