@@ -51,12 +51,12 @@ OUTPUT_KINDS: tuple[str, ...] = ("probabilities", "binary", "multilabel", "logit
 @dataclass(frozen=True, eq=False)
 class Weights:
     """A constant tensor: `array` in float32, what float32 targets (ONNX, Oracle's BINARY_FLOAT) compute
-    with, and `float64`, what DuckDB, Spark and PostgreSQL's cube kernel compute with (PostgreSQL's
-    nnsql.tensors is real[]). A Keras weight is float32, so both are the same numbers; a value the front end
-    or a fold derives in float64 (a Normalization's 1/sqrt(variance), W1·W2 of a folded chain) keeps its
-    float64 digits in `wide`, as Keras run in float64 (the parity gate's reference at raw scale) computes
-    it: rounded to float32 it is 2^-24 of itself off, 1e-5 on a probability after inputs of 1e4
-    (docs/numerics.md). Compared by value; hashed by content."""
+    with, and `float64`, what DuckDB, Spark and PostgreSQL (every kernel) compute with. A Keras weight is
+    float32, so both are the same numbers; a value the front end or a fold derives in float64 (a
+    Normalization's 1/sqrt(variance), W1·W2 of a folded chain) keeps its float64 digits in `wide`, as
+    Keras run in float64 (the parity gate's reference at raw scale) computes it: rounded to float32 it is
+    2^-24 of itself off, 1e-5 on a probability after inputs of 1e4 (docs/numerics.md). Compared by value;
+    hashed by content."""
 
     array: np.ndarray
     wide: np.ndarray | None = None  # the float64 values where float32 rounds them; None: `array` is exact

@@ -1,1 +1,1 @@
-"""PostgreSQL target: weights in real[] tables, scoring as PL/pgSQL functions (no extension needed)."""
+"""PostgreSQL target: weights in float8[] tables, scoring as PL/pgSQL functions (no extension needed)."""

@@ -12,7 +12,7 @@ from nnsql.export.postgres.generator import CAPABILITIES
 from nnsql.export.postgres.kernels import CHOICES
 
 DESCRIPTION = """\
-Compile a trained Keras model into a PostgreSQL database. Weights go into nnsql.tensors (real[]);
+Compile a trained Keras model into a PostgreSQL database. Weights go into nnsql.tensors (float8[]);
 scoring runs as functions in the schema NAME, with no superuser (managed PostgreSQL works):
 
   SELECT NAME.score(features) FROM images;          -- predicted class index (one sigmoid unit: p > 0.5)

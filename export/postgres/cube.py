@@ -168,7 +168,7 @@ class CubeGenerator(PostgresGenerator):
 
     def variables(self) -> Iterator[str]:
         inlined = {
-            f"{weight_variable(node, role)} real[]"
+            f"{weight_variable(node, role)} float8[]"
             for node in self.graph.all_nodes()
             for role, _ in node.weights()
             if is_inlined_weight(node, role)

@@ -1,7 +1,7 @@
 """IR → PostgreSQL: a PL/pgSQL scoring function per model that calls the runtime in library.sql.
 
 Each IR value becomes a float8[] variable; each node one assignment statement. Weights are read from
-nnsql.tensors (real[]) at the start of each call. No extension and no superuser are needed.
+nnsql.tensors (float8[]) at the start of each call. No extension and no superuser are needed.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class PostgresGenerator(ProceduralGenerator):
         yield from (f"{value} {self.dialect.array_type}" for value in self.values())
         for node in self.graph.all_nodes():
             for role, _ in node.weights():
-                yield f"{weight_variable(node, role)} real[]"
+                yield f"{weight_variable(node, role)} float8[]"
 
     def function(self, function: str) -> str:
         return f"{self.name}.{function}({', '.join(spec.name for spec in self.graph.inputs)})"

@@ -163,6 +163,27 @@ def check_extension(con: psycopg.Connection, extension: str, owners: Sequence[st
         )
 
 
+# The tensors' column as an earlier release made it (real[]), and its owner: registry.sql widens it to
+# float8[] only as a role with the owner's privileges.
+NARROW = """
+SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+ WHERE a.attrelid = 'nnsql.tensors'::regclass AND a.attname = 'value' AND a.atttypid = 'real[]'::regtype
+"""
+
+
+def check_widened(con: psycopg.Connection) -> None:
+    """Raise ExportError (one line, naming the owner) while nnsql.tensors holds real[] weights: an earlier
+    release's registry that registry.sql could not widen, the exporting role not having its owner's
+    privileges. A version stored there would have its float64 weights rounded to float32."""
+    row = con.execute(NARROW).fetchone()
+    if row is not None:
+        raise ExportError(
+            f"nnsql.tensors stores weights as real[] (an earlier release's registry) and only its owner "
+            f"'{row[0]}' may widen it to float8[]: export once as '{row[0]}', or a DBA runs ALTER TABLE "
+            "nnsql.tensors ALTER COLUMN value TYPE float8[]; refusing to round weights to float32"
+        )
+
+
 def exporter(con: psycopg.Connection) -> str:
     """The connected (exporting) role."""
     row = con.execute("SELECT current_user").fetchone()

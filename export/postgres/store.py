@@ -27,7 +27,7 @@ from ..publish.store import RegistryStore
 from . import kernels
 from .cube import CubeGenerator
 from .generator import TEMPLATES, PostgresGenerator, grant_script
-from .ownership import check_extension, check_schemas
+from .ownership import check_extension, check_schemas, check_widened
 
 PASSWORD_ADVICE = "use DATABASE_URL, --dsn-env NAME, --dsn-file PATH, PGPASSWORD or ~/.pgpass"
 SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"
@@ -122,11 +122,19 @@ def cancel_on_disconnect(connection: psycopg.Connection) -> None:
         connection.rollback()
 
 
+# Below float32's smallest subnormal (2^-149) a weight is stored as 0, as float32 would round it: the
+# library's kernels skip only inputs below 1e-250 in magnitude, so a product with a weight of 1.4e-45 or
+# more cannot round to 0, which PostgreSQL raises on. A derived float64 weight (W1·W2) may be smaller.
+SMALLEST_WEIGHT = 2.0**-149
+
+
 def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
-    """(tensor name, array) for every constant, in Keras's own layout (Dense kernel: inputs x units)."""
+    """(tensor name, float64 array) for every constant, in Keras's own layout (Dense kernel: inputs x
+    units): a Keras weight's float32 value, or the float64 digits of a derived one (ir.Weights)."""
     for node in graph.all_nodes():
         for role, weights in node.weights():
-            yield f"{node.name}.{role}", weights.array
+            values = weights.float64
+            yield f"{node.name}.{role}", np.where(np.abs(values) < SMALLEST_WEIGHT, 0.0 * values, values)
 
 
 class PostgresStore(RegistryStore):
@@ -168,6 +176,7 @@ class PostgresStore(RegistryStore):
                 )
                 self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
+                check_widened(self.con)
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield

@@ -46,12 +46,13 @@ $fn$;
 
 -- Dense layer: activation(x · kernel + bias), kernel flattened row-major (inputs x units).
 -- Loops input-major and skips zero inputs: image rows are mostly zeros. An input below 1e-250 in
--- magnitude counts as 0: with a float32 weight (at least 1.4e-45) its product could round to 0.
-CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel real[], bias real[], units integer, activation text)
+-- magnitude counts as 0: with a weight of 1.4e-45 (float32's smallest; the exporter stores a smaller
+-- derived one as 0: export/postgres/store.py) its product could round to 0.
+CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel float8[], bias float8[], units integer, activation text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    h    float8[] := coalesce(bias::float8[], array_fill(0::float8, ARRAY[units]));
+    h    float8[] := coalesce(bias, array_fill(0::float8, ARRAY[units]));
     xi   float8;
     base integer;
 BEGIN
@@ -95,7 +96,7 @@ SET search_path = pg_catalog, pg_temp AS $fn$
 $fn$;
 
 -- The windows of a convolution or pooling (im2col): y[k] = x[indices[k] + 1], 0 where an index is -1.
-CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices real[])
+CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices float8[])
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -112,7 +113,7 @@ $fn$;
 -- One Dense over each of `patches` consecutive windows of `size` values (a convolution after gather):
 -- kernel flattened row-major (size x units); the result is position-major, then the activation.
 CREATE OR REPLACE FUNCTION nnsql.patch_dense(
-    x float8[], kernel real[], bias real[], patches integer, size integer, units integer, activation text
+    x float8[], kernel float8[], bias float8[], patches integer, size integer, units integer, activation text
 ) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -185,7 +186,7 @@ END
 $fn$;
 
 -- The rows of `table` (rows x width, row-major) that the whole numbers of x select, one after the other.
-CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ real[], width integer)
+CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ float8[], width integer)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -202,7 +203,7 @@ $fn$;
 
 -- y[i] = x[i] * scale[i] + shift[i] (shift NULL: none); an x below 1e-250 in magnitude counts as 0, as
 -- in nnsql.dense.
-CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale real[], shift real[])
+CREATE OR REPLACE FUNCTION nnsql.affine(x float8[], scale float8[], shift float8[])
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN

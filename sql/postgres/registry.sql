@@ -21,14 +21,16 @@ CREATE TABLE IF NOT EXISTS nnsql.models (
     PRIMARY KEY (name, version)
 );
 
--- One row per constant tensor, flattened row-major as in Keras (Dense kernel: inputs x units).
+-- One row per constant tensor, flattened row-major as in Keras (Dense kernel: inputs x units), in float8:
+-- a Keras weight is a float32 number, exact in float8, and a weight the exporter derives (a Normalization's
+-- 1/sqrt(variance), W1·W2 of a folded chain) keeps its float64 digits (docs/numerics.md).
 CREATE TABLE IF NOT EXISTS nnsql.tensors (
     model    text      NOT NULL,
     version  integer   NOT NULL,
     tensor   text      NOT NULL,  -- '<node>.<role>', e.g. 'hidden.kernel'
     shape    integer[] NOT NULL,
     layout   text      NOT NULL,
-    value    real[]    NOT NULL,
+    value    float8[]  NOT NULL,
     PRIMARY KEY (model, version, tensor)
 );
 
@@ -46,7 +48,27 @@ CREATE TABLE IF NOT EXISTS nnsql.installs (
 -- Registries made by earlier releases are brought up to date, and only then: ALTER TABLE needs the
 -- tables' owner, which another exporting role may not be.
 DO $upgrade$
+DECLARE
+    old regprocedure;
 BEGIN
+    -- Weights in float8 (earlier releases: real[]), by the table's owner or a role with its privileges
+    -- only: for another role the exporter refuses in one line (export/postgres/ownership.py). real to
+    -- float8 is exact, so the versions already stored score as before. Storage in the same statement: the
+    -- rewrite would otherwise compress every row with the type's default storage. The library's real[]
+    -- overloads go with it: a version's stored code passing real[] variables then calls the float8[]
+    -- ones, exactly as well.
+    IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                WHERE a.attrelid = 'nnsql.tensors'::regclass AND a.attname = 'value'
+                  AND a.atttypid = 'real[]'::regtype AND pg_has_role(c.relowner, 'USAGE')) THEN
+        ALTER TABLE nnsql.tensors ALTER COLUMN value TYPE float8[], ALTER COLUMN value SET STORAGE EXTERNAL;
+        FOR old IN SELECT p.oid FROM pg_proc p
+                    WHERE p.pronamespace = 'nnsql'::regnamespace
+                      AND p.proname IN ('dense', 'gather', 'patch_dense', 'lookup', 'affine')
+                      AND 'real[]'::regtype = ANY(p.proargtypes::oid[]) AND pg_has_role(p.proowner, 'USAGE')
+        LOOP
+            EXECUTE format('DROP FUNCTION %s', old);
+        END LOOP;
+    END IF;
     -- How a version computes its products: plpgsql, cube or plpython (export/postgres/kernels.py).
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
                     WHERE attrelid = 'nnsql.models'::regclass AND attname = 'kernel' AND NOT attisdropped) THEN

@@ -12,9 +12,9 @@ SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     v_hidden float8[];
     v_output float8[];
-    w_hidden_kernel real[];
-    w_hidden_bias real[];
-    w_output_kernel real[];
+    w_hidden_kernel float8[];
+    w_hidden_bias float8[];
+    w_output_kernel float8[];
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
     IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING

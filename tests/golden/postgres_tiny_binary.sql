@@ -11,8 +11,8 @@ SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     v_output float8[];
-    w_output_kernel real[];
-    w_output_bias real[];
+    w_output_kernel float8[];
+    w_output_bias float8[];
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
     IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'sig: features must be a one-dimensional array' USING
