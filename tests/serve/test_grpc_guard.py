@@ -131,3 +131,11 @@ def test_the_guard_says_an_error_once_and_stops_with_its_server(port, caplog):
 )
 def test_grpc_peer_names_read_as_the_scans_give_addresses(peer_name, address):
     assert guard.peer_address(peer_name) == address
+
+
+def test_the_guard_runs_with_its_grpc_server_and_stops_with_it(live):
+    watching = live.grpc_server.guard
+    assert watching.thread.is_alive()
+    assert watching.port == int(live.grpc_url.rsplit(":", 1)[1])
+    live.grpc_server.stop(grace=None)
+    assert not watching.thread.is_alive()
