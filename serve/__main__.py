@@ -101,13 +101,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-connections",
         type=options.at_least(1),
         default=1000,
-        help="open connections per worker; at the cap the oldest idle or slow one is closed (default 1000)",
+        help="open connections per worker, HTTP and gRPC each; at the cap the oldest idle or slow one is "
+        "closed (default 1000)",
     )
     parser.add_argument(
         "--max-client-connections",
         type=options.at_least(1),
         default=64,
-        help="open connections per client address and worker (default 64; raise it behind a proxy)",
+        help="open connections per client address and worker, HTTP and gRPC each (default 64; raise it "
+        "behind a proxy)",
     )
     parser.add_argument(
         "--poll-seconds", type=options.positive, default=1.0, help="how often the repository is rescanned"
@@ -191,6 +193,7 @@ def grpc_settings(args: argparse.Namespace) -> dict | None:
         # calls holding their message (a few copies of it each): as many as threads that run them
         "max_calls_in_memory": max(2, args.threads),
         "max_connections": args.max_connections,
+        "max_client_connections": args.max_client_connections,
         "idle_seconds": args.client_timeout,
         "max_age_seconds": args.request_timeout,  # connections are renewed: what they hold is let go
         "read_seconds": args.request_timeout,  # a call's message, as a request's body over HTTP

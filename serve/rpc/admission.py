@@ -50,7 +50,7 @@ class Admission:
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
         self.waiting: dict[asyncio.Task, Waiting] = {}  # still receiving their message, oldest first
-        self.running: set[asyncio.Task] = set()
+        self.running: dict[asyncio.Task, str] = {}  # by the peer (connection) of each
         self.evicted: set[asyncio.Task] = set()
         self.sleepers: dict[asyncio.Future, bool] = {}  # newcomers waiting for room: from a stalled peer?
         self.turns: dict[str, Turn] = {}  # by connection (the peer's address and port)
@@ -128,9 +128,13 @@ class Admission:
 
     def received(self, task: asyncio.Task) -> None:
         """Its message is in: it can no longer be made to leave; its connection's next call may wait."""
-        self.waiting.pop(task, None)
-        self.running.add(task)
+        waiting = self.waiting.pop(task, None)
+        self.running[task] = waiting.peer if waiting is not None else ""
         self.give_turn(task)
+
+    def busy_peers(self) -> list[str]:
+        """The connections with a call running; safe from another thread (one copy, under the GIL)."""
+        return list(self.running.values())
 
     def was_evicted(self, task: asyncio.Task) -> bool:
         if task in self.evicted:
@@ -141,7 +145,7 @@ class Admission:
     def leave(self, task: asyncio.Task) -> None:
         """The call ended (answered, refused, cancelled or evicted): its room is free."""
         self.waiting.pop(task, None)
-        self.running.discard(task)
+        self.running.pop(task, None)
         self.evicted.discard(task)
         self.give_turn(task)
         for woken in self.sleepers:

@@ -24,6 +24,7 @@ from ..app import KEY_REFUSED, key_accepted
 from ..gate import Refusal, control_refusal
 from .admission import Admission
 from .calls import STATUS_CODES, Calls, Method
+from .guard import ConnectionGuard, headroom
 from .messages import POOL, SERVICE, SERVICE_NAME
 from .service import InferenceService
 
@@ -106,17 +107,20 @@ class Loop:
 
 
 class GrpcServer:
-    """An asyncio gRPC server, started and stopped from any thread."""
+    """An asyncio gRPC server, started and stopped from any thread, with the guard of its connections."""
 
-    def __init__(self, server: grpc.aio.Server, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, server: grpc.aio.Server, pool: ThreadPoolExecutor, guard: ConnectionGuard) -> None:
         self.server = server
         self.pool = pool
+        self.guard = guard
 
     def start(self) -> None:
         Loop.run(self.server.start())
+        self.guard.start()
 
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting calls, give running ones `grace` seconds, and wait until it is done."""
+        self.guard.stop()
         Loop.run(self.server.stop(grace))
         self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -125,7 +129,8 @@ def server_options(
     max_message_bytes: int, reuse_port: bool, max_connections: int, idle_seconds: float, age: float | None
 ) -> list[tuple[str, int]]:
     """Connections are capped and closed when idle, as over HTTP (the worker's file descriptors are
-    shared with its HTTP server). With `age`, a connection is told to go away (GOAWAY: clients
+    shared with its HTTP server); `max_connections` is grpcio's own cap, above the guard's
+    (serve/rpc/guard.py). With `age`, a connection is told to go away (GOAWAY: clients
     reconnect) after that long, and closed when its calls have not finished that long after."""
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -152,6 +157,7 @@ def create_grpc_server(
     max_message_bytes: int = 64 * 1024 * 1024,
     max_calls_in_memory: int = 8,
     max_connections: int = 1000,
+    max_client_connections: int = 64,
     idle_seconds: float = 30.0,
     max_age_seconds: float | None = None,
     read_seconds: float = 30.0,
@@ -159,10 +165,14 @@ def create_grpc_server(
 ) -> tuple[GrpcServer, int]:
     """The server (not started) and the port it is bound to (port 0: a free one); OSError in one line
     when the port cannot be bound. `max_calls_in_memory` calls hold their message at once (each up to
-    `max_message_bytes`); a call's message must arrive within `read_seconds` of its turn."""
+    `max_message_bytes`); a call's message must arrive within `read_seconds` of its turn. Connections
+    are capped at `max_client_connections` per client address and `max_connections` in all, as over HTTP.
+    """
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc")
-    calls = Calls(app, pool, Admission(max_calls_in_memory), read_seconds)
-    options = server_options(max_message_bytes, reuse_port, max_connections, idle_seconds, max_age_seconds)
+    admission = Admission(max_calls_in_memory)
+    calls = Calls(app, pool, admission, read_seconds)
+    cap = max_connections + headroom(max_connections, max_client_connections)
+    options = server_options(max_message_bytes, reuse_port, cap, idle_seconds, max_age_seconds)
 
     async def build() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(
@@ -181,7 +191,8 @@ def create_grpc_server(
     if not bound:
         pool.shutdown(wait=False)
         raise OSError(f"cannot listen for gRPC on {address(host, port)}: the port is in use or not allowed")
-    return GrpcServer(server, pool), bound
+    guard = ConnectionGuard(bound, max_client_connections, max_connections, admission.busy_peers)
+    return GrpcServer(server, pool, guard), bound
 
 
 def grpc_service(host: str, port: int, **options: Any) -> Callable[[Flask], Callable[[], None]]:

@@ -1,0 +1,151 @@
+"""Caps on the gRPC port's connections per client address, and in all, with the HTTP server's rules.
+
+grpcio caps connections only in all, and refuses newcomers at its cap. Its connections are sockets of
+this process, so a thread looks at the port's connections every `INTERVAL` seconds (serve/rpc/sockets.py:
+the kernel's list, each with its inode). Within both caps, that is all. Beyond them, /proc/self/fd says
+which inodes are this process's descriptors: a client address with more than `per_client` connections
+has its excess shut down, then the excess beyond `total` in all, each time the connections with no call
+running first (`busy` gives the peers that have one), then the oldest. grpc-core sees the connection end
+and frees it. grpcio's own cap is set above `total` (`headroom`), so that newcomers come in and the guard
+makes room for them, as the HTTP server does at its cap.
+
+Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
+been closed and reused since). An error is one warning line; the guard never stops the worker.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .sockets import Address, canonical, normal, port_sockets, socket_fds
+
+LOG = logging.getLogger("nnsql.serve.rpc")
+INTERVAL = 0.2  # seconds between two looks
+PACE = 50  # a look's CPU time, times this, is the least pause after it (at most 2% of a core)
+
+
+def headroom(total: int, per_client: int) -> int:
+    """Connections grpcio lets in beyond `total`, for the guard to close: one address's worth at least."""
+    return max(per_client, 16, total // 10)
+
+
+@dataclass
+class Seen:
+    """A connection of the gRPC port: its descriptor, its addresses, and when the guard first saw it."""
+
+    fd: int
+    local: Address
+    remote: Address
+    since: float
+
+    @property
+    def client(self) -> str:
+        return self.remote[0]
+
+
+def peer_address(peer: str) -> Address | None:
+    """grpc's peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`) as (host, port)."""
+    host, _, port = peer.partition(":")[2].rpartition(":")
+    try:
+        return canonical(ipaddress.ip_address(host.strip("[]"))), int(port)
+    except ValueError:  # not an IP address (a unix socket, say)
+        return None
+
+
+def victims(seen: list[Seen], busy: set[Address], per_client: int, total: int) -> list[Seen]:
+    """The connections to close: beyond `per_client` per client address, then beyond `total` in all;
+    idle ones first (no call running on them), then the oldest (first seen, then the lowest descriptor:
+    of connections seen in the same look, usually the first accepted)."""
+    order = sorted(seen, key=lambda s: (s.remote in busy, s.since, s.fd))
+    excess = Counter(s.client for s in seen)
+    chosen: list[Seen] = []
+    for connection in order:
+        if excess[connection.client] > per_client:
+            excess[connection.client] -= 1
+            chosen.append(connection)
+    kept = [s for s in order if s not in chosen]
+    return chosen + kept[: max(0, len(kept) - total)]
+
+
+def shut(connection: Seen) -> bool:
+    """Shut down the connection behind `connection.fd` if that descriptor is still the same connection."""
+    try:
+        dup = socket.socket(fileno=os.dup(connection.fd))  # its family read from the descriptor
+    except OSError:  # closed meanwhile, or no longer a socket
+        return False
+    with dup:
+        try:
+            local, remote = dup.getsockname(), dup.getpeername()
+        except OSError:
+            return False
+        if (normal(local), normal(remote)) != (connection.local, connection.remote):
+            return False  # the descriptor was reused for another socket
+        dup.shutdown(socket.SHUT_RDWR)
+    return True
+
+
+class ConnectionGuard:
+    """The thread that caps the connections of gRPC port `port`; `busy` gives the peers (grpc's peer
+    strings) with a call running."""
+
+    def __init__(self, port: int, per_client: int, total: int, busy: Callable[[], list[str]]) -> None:
+        self.port, self.per_client, self.total, self.busy = port, per_client, total, busy
+        self.first_seen: dict[int, float] = {}  # by inode
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="grpc-guard", daemon=True)
+        self.warned: set[str] = set()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+
+    def run(self) -> None:
+        """Look every `INTERVAL` seconds, or less often when looks are costly: at most 1/`PACE` of a core."""
+        pause = INTERVAL
+        while not self.stopping.wait(pause):
+            started = time.thread_time()
+            try:
+                self.look()
+            except Exception as error:  # never the worker's end: said once per kind
+                message = f"gRPC connection guard: {type(error).__name__}: {error}"
+                if message not in self.warned:
+                    self.warned.add(message)
+                    LOG.warning("%s", message)
+            pause = max(INTERVAL, PACE * (time.thread_time() - started))
+
+    def look(self) -> int:
+        """One look: shut down what is beyond the caps; how many were shut down."""
+        everyone = port_sockets(self.port)  # every process's: within the caps, so are this one's
+        now = time.monotonic()
+        self.first_seen = {inode: self.first_seen.get(inode, now) for inode in everyone}
+        if within(Counter(remote[0] for _, remote in everyone.values()), self.per_client, self.total):
+            return 0
+        fds = socket_fds()
+        seen = [Seen(fds[i], *ends, self.first_seen[i]) for i, ends in everyone.items() if i in fds]
+        busy = {address for address in map(peer_address, self.busy()) if address is not None}
+        closed = [c for c in victims(seen, busy, self.per_client, self.total) if shut(c)]
+        if closed:
+            LOG.info(
+                "closed %d gRPC connection(s) beyond the caps (%d open, %d from %s)",
+                len(closed),
+                len(seen),
+                sum(1 for s in seen if s.client == closed[0].client),
+                closed[0].client,
+            )
+        return len(closed)
+
+
+def within(clients: Counter[str], per_client: int, total: int) -> bool:
+    return clients.total() <= total and all(count <= per_client for count in clients.values())
