@@ -1,16 +1,17 @@
-"""A registry made by the last release that stored weights as real[] (EARLIER: nnsql.tensors real[], the
-library's real[] signatures, stored scripts declaring real[] variables), exported into by that release's
-own code, then used by this one: the registry's upgrade widens the column to float8[] and drops the
-real[] overloads, the new version scores as Keras in float64, and `nnsql.activate` of the old version
-(which installs its stored script again) scores exactly as it did before the upgrade, with every kernel.
-A role without the owner's privileges cannot widen the column: its export refuses in one line."""
+"""A registry made by the last release that stored weights as real[], then used by this one: the
+registry's upgrade widens the column to float8[] and drops the real[] overloads, the new version scores as
+Keras in float64, and `nnsql.activate` of the old version (which installs its stored script again) scores
+exactly as it did before the upgrade, with every kernel. A role without the owner's privileges cannot
+widen the column: its export refuses in one line.
+
+The earlier release's registry is rebuilt from this tree (no git history needed, as in a shallow clone or
+an sdist): this release exports, then `as_earlier_release` turns what it left into what that release
+left, by what differs between their registries: nnsql.tensors.value real[] (uncompressed, as registry.sql
+stores it), the library's weight parameters real[], the stored scripts' weight variables real[]."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import keras
@@ -19,6 +20,8 @@ import psycopg
 import pytest
 
 from nnsql.export.frontend.float64 import predictor
+from nnsql.export.postgres.__main__ import main as export_postgres
+from nnsql.export.postgres.generator import TEMPLATES
 from tests import models
 from tests.export.conftest import postgres_executor
 from tests.export.executors import TEST_SAMPLE_ROWS
@@ -27,42 +30,44 @@ from tests.export.test_postgres import export
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[2]
-EARLIER = "de09556cc12d1975dc7732ce3d8584b1e611b726"  # the last commit whose registry held real[] weights
 KERNELS = ("postgres", "postgres+cube", "postgres+plpython")
-OLD_EXPORT = """
-import json, sys
-from nnsql.export.postgres.__main__ import main
-for arguments in json.loads(sys.argv[1]):
-    if main(arguments) != 0:
-        sys.exit(f"the earlier release refused: {arguments}")
-"""
+# The library's functions that take weights, and their weight parameters (sql/postgres/library.sql).
+WEIGHT_FUNCTIONS = ("dense", "gather", "patch_dense", "lookup", "affine")
+WEIGHT_PARAMETERS = re.compile(r"\b(kernel|bias|indices|table_|scale|shift) float8\[\]")
+# A generated script's weight variables (export/postgres/generator.py: weight_variable).
+WEIGHT_VARIABLES = re.compile(r"^(\s+w_\w+) float8\[\];$", re.MULTILINE)
+EARLIER_TENSORS = (
+    "ALTER TABLE nnsql.tensors ALTER COLUMN value TYPE real[], ALTER COLUMN value SET STORAGE EXTERNAL"
+)
 
 
-def earlier_release(folder: Path) -> Path:
-    """The EARLIER commit's tree (git archive of this repository), as a user of that release had it."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", EARLIER], capture_output=True, check=False, timeout=120
-    )
-    assert archive.returncode == 0, f"this test needs the repository's history: {archive.stderr!r}"
-    folder.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True, timeout=120)
-    return folder
-
-
-def export_with_earlier_release(tree: Path, runs: list[list[str]]) -> None:
-    """Each argument list given to that release's `nnsql export postgres`, in one process of its own."""
-    environment = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, "-c", OLD_EXPORT, json.dumps(runs)],
-        cwd=tree,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+def as_earlier_release(dsn: str) -> None:
+    """What the earlier release left where this one exported: its weights rounded to float32 in a real[]
+    column (the cast rounds to nearest, as numpy's float32 does), the library's weight functions with
+    real[] parameters only, and each version's stored script declaring real[] weight variables, installed
+    again by that release's nnsql.activate (the same procedure as today's). Run as the registry's owner."""
+    library = WEIGHT_PARAMETERS.sub(r"\1 real[]", (TEMPLATES / "library.sql").read_text())
+    with psycopg.connect(dsn) as con:
+        con.execute(EARLIER_TENSORS)
+        functions = con.execute(
+            "SELECT oid::regprocedure::text FROM pg_proc "
+            "WHERE pronamespace = 'nnsql'::regnamespace AND proname = ANY(%s)",
+            [list(WEIGHT_FUNCTIONS)],
+        ).fetchall()
+        for (function,) in functions:
+            con.execute(f"DROP FUNCTION {function}")
+        con.execute(library)
+        for name, version, script in con.execute(
+            "SELECT name, version, script FROM nnsql.installs"
+        ).fetchall():
+            earlier = WEIGHT_VARIABLES.sub(r"\1 real[];", script)
+            con.execute(
+                "UPDATE nnsql.installs SET script = %s WHERE name = %s AND version = %s",
+                [earlier, name, version],
+            )
+        installed = con.execute("SELECT name, version FROM nnsql.models WHERE active").fetchall()
+    for name, version in installed:
+        activate(dsn, name, version)
 
 
 def arguments(dsn: str, model: Path, name: str, kernel: str, *extra: str) -> list[str]:
@@ -91,6 +96,16 @@ def real_overloads(dsn: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def earlier_scripts(dsn: str) -> int:
+    """How many stored scripts declare real[] weight variables (the earlier release's)."""
+    with psycopg.connect(dsn) as con:
+        row = con.execute(
+            r"SELECT count(*) FROM nnsql.installs WHERE script ~ '\mw_\w+ real\[\];'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def compressed(dsn: str) -> int:
     """How many tensors are stored compressed (every call would decompress them)."""
     with psycopg.connect(dsn) as con:
@@ -112,15 +127,23 @@ def test_a_registry_of_the_earlier_release_is_widened_and_its_versions_score_as_
     postgres_dsn, tmp_path
 ):
     """An average pool's 1/count (a tensor every kernel reads, the cube kernel's too) and its windows
-    (nnsql.gather's indices): exported by the earlier release, then again by this one."""
+    (nnsql.gather's indices): in a registry as the earlier release left it, then exported by this one."""
     model = derived("average_pooling")
     path = models.save(model, tmp_path / "model")
     x = rows_at_scale(100, 6)
     reference = predictor(model)([x])
-    tree = earlier_release(tmp_path / "earlier")
-    runs = [arguments(postgres_dsn, path, name_of(k), k, "--output", "values") for k in KERNELS]
-    export_with_earlier_release(tree, runs)
+    for kernel in KERNELS:
+        assert (
+            export_postgres(arguments(postgres_dsn, path, name_of(kernel), kernel, "--output", "values")) == 0
+        )
+    # Tensors of 800 and 1,000 weights (3.2 and 4 KB as real[], twice as float8[]): stored out of line,
+    # where a rewrite with the type's default storage would compress the widened rows (their float32
+    # values leave the low 29 bits of each float8 zero); the average pool's are too small to be.
+    mlp = models.save(models.cern_mlp(8), tmp_path / "mlp")
+    assert export_postgres(arguments(postgres_dsn, mlp, "widened_mlp", "postgres")) == 0
+    as_earlier_release(postgres_dsn)
     assert column_type(postgres_dsn) == "real[]" and real_overloads(postgres_dsn)
+    assert compressed(postgres_dsn) == 0 and earlier_scripts(postgres_dsn) == 3  # plpython's has none
     executors = {kernel: postgres_executor(kernel, postgres_dsn) for kernel in KERNELS}
     before = {kernel: executors[kernel].predict(name_of(kernel), x) for kernel in KERNELS}
     rounded = {k: far(before[k], reference) for k in KERNELS}
@@ -155,8 +178,10 @@ def test_a_role_that_cannot_widen_the_column_refuses_in_one_line(
         con.execute(f"GRANT CREATE ON DATABASE {dbname} TO widen_alice, widen_bob")
     alice, bob = (postgres_server.dsn(dbname, user=f"widen_{r}") for r in ("alice", "bob"))
     path = models.save(derived("average_pooling"), tmp_path / "model")
-    tree = earlier_release(tmp_path / "earlier")
-    export_with_earlier_release(tree, [arguments(alice, path, "derived", "postgres", "--output", "values")])
+    assert export_postgres(arguments(alice, path, "derived", "postgres", "--output", "values")) == 0
+    as_earlier_release(alice)
+    assert column_type(postgres_dsn) == "real[]"
+    capsys.readouterr()  # Alice's export's note on --output values: Bob's export is the one read below
     with psycopg.connect(alice, autocommit=True) as con:  # what Bob needs to reach the registry's tables
         con.execute("GRANT USAGE, CREATE ON SCHEMA nnsql TO widen_bob")
 
