@@ -50,10 +50,23 @@ def parameters(item: Any, where: str) -> dict:
     if not isinstance(value, JsonObject):
         raise bad_request(f"'parameters' of {where} must be an object")
     found = value if isinstance(value, dict) else value.as_dict()
+    refuse_shared_memory(found, where)
     for key, entry in found.items():
         if isinstance(entry, str) and len(entry) > MAX_TEXT_CHARS:
             raise too_long(f"parameter {capped(str(key), 40)!r} of {where}", len(entry), MAX_TEXT_CHARS)
     return found
+
+
+def refuse_shared_memory(keys: Any, where: str) -> None:
+    """A 400 for the shared-memory extension's parameters (`shared_memory_region` and its size and
+    offset), which this server does not offer: the values would otherwise be read from `data`, or
+    silently not be where the client put them."""
+    named = sorted(str(key) for key in keys if str(key).startswith("shared_memory"))
+    if named:
+        raise bad_request(
+            f"{where}: parameter {capped(named[0], 40)!r} asks for shared memory, which this server does"
+            " not offer; send the values in the request (data, or binary data)"
+        )
 
 
 def too_long(what: str, length: int, limit: int) -> ScoringError:

@@ -17,6 +17,7 @@ from .tensors import check_finite, decode_tfserving, expected_shape, load_json, 
 from .validation import V2_DATATYPES
 
 blueprint = Blueprint("tfserving", __name__)
+SIGNATURE = "serving_default"
 SPEC = re.compile(r"(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?(?P<suffix>:predict|:classify|/metadata)?")
 
 
@@ -51,7 +52,7 @@ def status_or_metadata(spec: str) -> Response:
         }
         return jsonify(
             model_spec={"name": name, "signature_name": "", "version": str(model.version)},
-            metadata={"signature_def": {"signature_def": {"serving_default": signature}}},
+            metadata={"signature_def": {"signature_def": {SIGNATURE: signature}}},
         )
     if suffix:
         raise not_found(f"use POST for /v1/models/{echoed(spec)}")
@@ -75,6 +76,7 @@ def predict(spec: str) -> Response:
     body = load_json(raw, max_values(model))
     if not isinstance(body, dict):
         raise bad_request("the request must be a JSON object")
+    check_signature(body.get("signature_name"))
     if suffix == ":classify":
         return classify(model, body, holds_booleans(raw))
     feeds, form = decode_tfserving(body, model, holds_booleans(raw))
@@ -86,6 +88,15 @@ def predict(spec: str) -> Response:
         rows = len(next(iter(outputs.values())))
         return jsonify(predictions=[{k: v[i].tolist() for k, v in outputs.items()} for i in range(rows)])
     return jsonify(outputs={k: v.tolist() for k, v in outputs.items()})
+
+
+def check_signature(name: object) -> None:
+    """TF Serving answers 400 for a signature the model does not have; the one signature here is
+    serving_default (see the metadata), which an absent or empty name also means."""
+    if name in (None, "", SIGNATURE):
+        return
+    shown = echoed(name) if isinstance(name, str) else f"of type {type(name).__name__}"
+    raise bad_request(f"signature_name {shown} not found: the model's one signature is {SIGNATURE}")
 
 
 def classify(model: LoadedModel, body: dict, booleans: bool) -> Response:

@@ -11,11 +11,11 @@ from flask import current_app
 from google.protobuf import json_format
 
 from .. import v2
-from ..errors import ScoringError, bad_request
+from ..errors import ScoringError, bad_request, echoed
 from ..extensions import service as extensions
 from ..handling import repository, request_limit, too_large
 from ..repository import LoadedModel
-from ..tensors import tensor_name
+from ..tensors import refuse_shared_memory, tensor_name
 from ..validation import V2_DATATYPES
 from .messages import message
 
@@ -51,6 +51,7 @@ def input_document(tensor: Any, raw: bytes | None, declared: list[str]) -> dict[
     binary data of the announced size (the binary tensor extension's form). `declared`: the model's
     input names (a name beyond them is checked before any message shows it)."""
     tensor_name(tensor.name, "an input", declared)
+    refuse_shared_memory(tensor.parameters, f"input {tensor.name!r}")
     item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
     given = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if raw is not None:
@@ -76,6 +77,7 @@ def input_document(tensor: Any, raw: bytes | None, declared: list[str]) -> dict[
 def output_document(output: Any) -> dict[str, Any]:
     """A requested output in the V2 JSON form, with the parameters the REST route reads or refuses."""
     document: dict[str, Any] = {"name": output.name}
+    refuse_shared_memory(output.parameters, f"output {echoed(output.name)}")
     if "classification" in output.parameters:
         document["parameters"] = {"classification": parameter_value(output.parameters["classification"])}
     return document
