@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from .sockets import Address, canonical, normal, port_sockets, socket_fds
 
@@ -52,10 +53,11 @@ class Seen:
 
 
 def peer_address(peer: str) -> Address | None:
-    """grpc's peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`) as (host, port)."""
-    host, _, port = peer.partition(":")[2].rpartition(":")
+    """grpc's peer string (`ipv4:127.0.0.1:5000`; IPv6 percent-encoded, `ipv6:%5B::1%5D:5000`, its zone
+    `%25eth0` too) as (host, port)."""
+    host, _, port = unquote(peer.partition(":")[2]).rpartition(":")
     try:
-        return canonical(ipaddress.ip_address(host.strip("[]"))), int(port)
+        return canonical(ipaddress.ip_address(host.strip("[]").split("%")[0])), int(port)
     except ValueError:  # not an IP address (a unix socket, say)
         return None
 
