@@ -201,13 +201,21 @@ class Scanner:
         return previous
 
     def shared_files(self, model_dir: Path) -> list[Path]:
-        """A Triton model's own files that every version reads (config.pbtxt, label files), not the
-        `active` file nor a hidden one (being written)."""
-        return [
-            p
-            for p in self.entries(model_dir)
-            if p.name != ACTIVE_FILE and not p.name.startswith(".") and p.is_file()
-        ]
+        """A Triton model's own files that every version reads: config.pbtxt and the label files its
+        outputs name. A file beside them that nothing reads (a README.md) may change at any pace; while
+        the config cannot be read (being written), every file but the `active` file and hidden ones. A label
+        file named but missing is left out: the version's load fails, and says so."""
+        try:
+            config, _ = tritonrepo.read_config(model_dir)
+        except (InvalidVersion, OSError):  # said by triton_config, once the config has settled
+            return [
+                p
+                for p in self.entries(model_dir)
+                if p.name != ACTIVE_FILE and not p.name.startswith(".") and p.is_file()
+            ]
+        labels = sorted({output.label_filename for output in config.output if output.label_filename})
+        present = [model_dir / name for name in labels if (model_dir / name).is_file()]
+        return [model_dir / tritonrepo.CONFIG_FILE, *present]
 
     def shared_settled(self, model_dir: Path, keys: dict[Path, tuple]) -> bool:
         """Whether every shared file of the model has settled; their keys are put in `keys`."""
@@ -285,7 +293,7 @@ class Scanner:
         model_dir = self.root / name
         if not tritonrepo.is_triton(model_dir):
             return stamp_of(model_dir / str(number))
-        files = tuple((p.name, stamp_of(p)) for p in sorted(listed(model_dir)[0]) if p.is_file())
+        files = tuple((p.name, stamp_of(p)) for p in sorted(self.shared_files(model_dir)))
         return (self.version_keys(name, number), files)
 
     def version_keys(self, name: str, number: int) -> tuple:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent import futures
 
 import grpc
 import pytest
 
-from nnsql.serve.rpc import guard
+from nnsql.serve.rpc import guard, sockets
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SECONDS = 10  # bound on each wait below: the call and the handler are local, answered in milliseconds
@@ -51,6 +52,18 @@ class Held:
         return b"done"
 
 
+def accepted(port: int, count: int) -> bool:
+    """Whether the server (this process) has accepted `count` connections of `port` (the kernel lists a
+    connection once its handshake is done, before grpcio accepts it and holds a descriptor)."""
+    deadline = time.monotonic() + SECONDS
+    while time.monotonic() < deadline:
+        listed, fds = sockets.port_sockets(port), sockets.socket_fds()
+        if len(listed) == count and all(inode in fds for inode in listed):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 @pytest.fixture
 def held() -> Iterator[Held]:
     server = Held()
@@ -74,6 +87,7 @@ def test_a_call_running_over_ipv6_keeps_its_connection_beyond_the_caps(held):
         assert held.entered.wait(SECONDS)
         with socket.create_connection(("::1", held.port)) as idle:  # the same address, after it, idle
             idle.sendall(PREFACE)
+            assert accepted(held.port, 2)
             watch = guard.ConnectionGuard(held.port, 1, 100, lambda: list(held.peers))
             assert watch.look() == 1  # the address holds 2 connections, 1 allowed
             held.release.set()
