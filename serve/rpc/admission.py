@@ -56,6 +56,7 @@ class Admission:
         self.turns: dict[str, Turn] = {}  # by connection (the peer's address and port)
         self.holding: dict[asyncio.Task, str] = {}  # calls holding their connection's turn
         self.stalled: OrderedDict[str, None] = OrderedDict()
+        self.keyed_calls: OrderedDict[str, None] = OrderedDict()  # connections that carried a keyed call
 
     async def take_turn(self, task: asyncio.Task, peer: str) -> None:
         """Wait until no other call of the same connection waits for its message."""
@@ -79,6 +80,18 @@ class Admission:
         turn.wanted -= 1
         if turn.wanted == 0:
             del self.turns[peer]
+
+    def keyed(self, peer: str) -> None:
+        """Remember that `peer` carried a call that needs a key (with keys set): the connection guard
+        closes it after those that never did (serve/rpc/guard.py)."""
+        self.keyed_calls[peer] = None
+        self.keyed_calls.move_to_end(peer)
+        while len(self.keyed_calls) > REMEMBERED:
+            self.keyed_calls.popitem(last=False)
+
+    def keyed_peers(self) -> list[str]:
+        """The connections remembered by `keyed`; safe from another thread (one copy, under the GIL)."""
+        return list(self.keyed_calls)
 
     def stall(self, peer: str) -> None:
         """Remember that a call of `peer` did not send its message in time."""

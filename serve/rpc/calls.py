@@ -27,6 +27,8 @@ from ..errors import ScoringError
 from .admission import Admission
 from .messages import message
 
+OPEN_METHODS = {"ServerLive", "ServerReady"}  # as /v2/health/* over HTTP: no key needed
+
 LOG = logging.getLogger("nnsql.serve.rpc")
 STATUS_CODES = {
     400: grpc.StatusCode.INVALID_ARGUMENT,
@@ -112,6 +114,8 @@ class Calls:
                 await self.admission.take_turn(task, peer)
                 await self.admission.enter(task, peer)
                 received = [await self.receive(task, peer, requests, context)]
+                if method.name not in OPEN_METHODS:  # past the key check, with a key if keys are set
+                    self.admission.keyed(peer)
                 size = len(received[0])
                 loop = asyncio.get_running_loop()
                 code, details, answer = await loop.run_in_executor(self.pool, method.run, self.app, received)

@@ -5,9 +5,10 @@ this process, so a thread looks at the port's connections every `INTERVAL` secon
 the kernel's list, each with its inode). Within both caps, that is all. Beyond them, /proc/self/fd says
 which inodes are this process's descriptors: a client address with more than `per_client` connections
 has its excess shut down, then the excess beyond `total` in all, each time the connections with no call
-running first (`busy` gives the peers that have one), then the oldest. grpc-core sees the connection end
-and frees it. grpcio's own cap is set above `total` (`headroom`), so that newcomers come in and the guard
-makes room for them, as the HTTP server does at its cap.
+running first (`busy` gives the peers that have one), of those the ones that never carried a call needing a
+key (`keyed` gives those that did: a keyless flood cannot earn that), then the oldest. grpc-core sees
+the connection end and frees it. grpcio's own cap is set above `total` (`headroom`), so that newcomers
+come in and the guard makes room for them, as the HTTP server does at its cap.
 
 Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
 been closed and reused since). An error is one warning line; the guard never stops the worker.
@@ -62,11 +63,14 @@ def peer_address(peer: str) -> Address | None:
         return None
 
 
-def victims(seen: list[Seen], busy: set[Address], per_client: int, total: int) -> list[Seen]:
+def victims(
+    seen: list[Seen], busy: set[Address], per_client: int, total: int, keyed: frozenset[Address] = frozenset()
+) -> list[Seen]:
     """The connections to close: beyond `per_client` per client address, then beyond `total` in all;
-    idle ones first (no call running on them), then the oldest (first seen, then the lowest descriptor:
-    of connections seen in the same look, usually the first accepted)."""
-    order = sorted(seen, key=lambda s: (s.remote in busy, s.since, s.fd))
+    idle ones first (no call running on them), of those the ones that never carried a keyed call, then
+    the oldest (first seen, then the lowest descriptor: of connections seen in the same look, usually the
+    first accepted)."""
+    order = sorted(seen, key=lambda s: (s.remote in busy, s.remote in keyed, s.since, s.fd))
     excess = Counter(s.client for s in seen)
     chosen: list[Seen] = []
     for connection in order:
@@ -96,10 +100,17 @@ def shut(connection: Seen) -> bool:
 
 class ConnectionGuard:
     """The thread that caps the connections of gRPC port `port`; `busy` gives the peers (grpc's peer
-    strings) with a call running."""
+    strings) with a call running, `keyed` those that carried a call needing a key."""
 
-    def __init__(self, port: int, per_client: int, total: int, busy: Callable[[], list[str]]) -> None:
-        self.port, self.per_client, self.total, self.busy = port, per_client, total, busy
+    def __init__(
+        self,
+        port: int,
+        per_client: int,
+        total: int,
+        busy: Callable[[], list[str]],
+        keyed: Callable[[], list[str]] = list,
+    ) -> None:
+        self.port, self.per_client, self.total, self.busy, self.keyed = port, per_client, total, busy, keyed
         self.first_seen: dict[int, float] = {}  # by inode
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, name="grpc-guard", daemon=True)
@@ -137,7 +148,8 @@ class ConnectionGuard:
         fds = socket_fds()
         seen = [Seen(fds[i], *ends, self.first_seen[i]) for i, ends in everyone.items() if i in fds]
         busy = {address for address in map(peer_address, self.busy()) if address is not None}
-        closed = [c for c in victims(seen, busy, self.per_client, self.total) if shut(c)]
+        keyed = frozenset(address for address in map(peer_address, self.keyed()) if address is not None)
+        closed = [c for c in victims(seen, busy, self.per_client, self.total, keyed) if shut(c)]
         if closed:
             LOG.info(
                 "closed %d gRPC connection(s) beyond the caps (%d open, %d from %s)",

@@ -23,12 +23,11 @@ from grpc_reflection.v1alpha import reflection
 from ..app import KEY_REFUSED, key_accepted
 from ..gate import Refusal, control_refusal
 from .admission import Admission
-from .calls import STATUS_CODES, Calls, Method
+from .calls import OPEN_METHODS, STATUS_CODES, Calls, Method
 from .guard import ConnectionGuard, headroom
 from .messages import POOL, SERVICE, SERVICE_NAME
 from .service import InferenceService
 
-OPEN_METHODS = {"ServerLive", "ServerReady"}  # as /v2/health/* over HTTP
 CONTROL_METHODS = {"RepositoryModelLoad", "RepositoryModelUnload"}  # need the admin key
 # Calls one connection may have open at once (HTTP/2 streams; a client queues the others): once one
 # call of a connection reads a large message, grpc-core takes in the messages of its other open calls
@@ -191,7 +190,9 @@ def create_grpc_server(
     if not bound:
         pool.shutdown(wait=False)
         raise OSError(f"cannot listen for gRPC on {address(host, port)}: the port is in use or not allowed")
-    guard = ConnectionGuard(bound, max_client_connections, max_connections, admission.busy_peers)
+    guard = ConnectionGuard(
+        bound, max_client_connections, max_connections, admission.busy_peers, admission.keyed_peers
+    )
     return GrpcServer(server, pool, guard), bound
 
 

@@ -4,11 +4,11 @@ key holds one channel and calls between the waves: its idle connection is closed
 each of its calls must still be answered (grpcio reconnects a channel whose idle connection was closed,
 before sending the call).
 
-Found by the hostile pass of issue 32, not fixed: 36 of 40 keyed calls ended UNAVAILABLE. At the total cap
-the guard closes the oldest idle connection, which is the keyed client's (it connected first); its
-channel reconnects as a newcomer, and the flood has filled grpcio's own cap again before the next look.
-A fix: close idle connections that never carried a call with a valid key first (health checks, open to
-all, not counting), then the oldest; a keyless client cannot earn that."""
+Found by the hostile pass of issue 32: 36 of 40 keyed calls ended UNAVAILABLE. At the total cap the
+guard closed the oldest idle connection, the keyed client's (it connected first); its channel reconnected
+as a newcomer, and the flood had filled grpcio's own cap again before the next look. Now idle
+connections that never carried a call needing a key (health checks, open to all, do not count) are
+closed first: a keyless client cannot earn that."""
 
 from __future__ import annotations
 
@@ -26,11 +26,6 @@ CALLS = 40  # the keyed client's calls, one every PAUSE seconds: several looks o
 PAUSE = 0.3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known open (issue 32): at the total cap the guard closes a keyed client's idle connection "
-    "first, and a keyless flood refills grpcio's cap before its channel reconnects",
-)
 def test_keyless_waves_at_the_total_cap_fail_no_call_of_a_keyed_client(onnx_repo, tmp_path):  # noqa: F811
     args = ("--max-connections", str(CONNECTIONS), "--max-client-connections", str(PER_CLIENT))
     with server(onnx_repo, tmp_path, *args) as (process, port, held):
