@@ -312,8 +312,8 @@ def print_table(report: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nnsql bench scoring", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
-    # a whole table, what score_table is for: each query's fixed cost weighs on few rows (the cube kernel,
-    # one call per row, quiet machine: 0.38 ms a row on 2,000 rows, 0.19 on 10,000; docs/benchmarks.md)
+    # a whole table, what score_table is for, and a steadier figure: on a quiet machine the cube kernel
+    # took 0.23 to 0.38 ms a row on the same 2,000 rows from one server to the next (docs/benchmarks.md)
     parser.add_argument("--pg-rows", type=int, default=10000, help="rows for PostgreSQL (0: skip it)")
     parser.add_argument("--oracle-rows", type=int, default=10_000, help="rows for Oracle (0: skip it)")
     parser.add_argument("--repeat", type=int, default=3)
