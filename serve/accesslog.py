@@ -43,13 +43,7 @@ class Entry(dict):
         can drive a terminal) is written with \\u escapes. orjson takes a twentieth of the standard
         library's time; the standard library serves only the rare entry that is not ASCII, or that
         orjson refuses: a model named by a directory whose name is not UTF-8 holds lone surrogates."""
-        try:
-            text = orjson.dumps(self).decode()
-        except TypeError:  # orjson.JSONEncodeError
-            text = ""
-        if text and text.isascii():
-            return text
-        return json.dumps(self, separators=(",", ":"), default=repr)
+        return ascii_line(self) or json.dumps(self, separators=(",", ":"), default=repr)
 
     def __str__(self) -> str:
         return self.json()
@@ -76,14 +70,19 @@ def log(**fields: Any) -> None:
         _dropped[0] += 1
 
 
-def made(fields: dict[str, Any]) -> str | Entry:
-    """The entry's compact JSON in ASCII, as Entry.json writes it; the entry itself when orjson refuses
-    it or it is not ASCII, for the writer to format."""
+def ascii_line(fields: dict[str, Any]) -> str | None:
+    """The entry's compact JSON by orjson when it is ASCII; None when orjson refuses it or it is not."""
     try:
         line = orjson.dumps(fields).decode()
     except TypeError:  # orjson.JSONEncodeError
-        return Entry(fields)
-    return line if line.isascii() else Entry(fields)
+        return None
+    return line if line.isascii() else None
+
+
+def made(fields: dict[str, Any]) -> str | Entry:
+    """The entry's compact JSON in ASCII, as Entry.json writes it; the entry itself when orjson refuses
+    it or it is not ASCII, for the writer to format."""
+    return ascii_line(fields) or Entry(fields)
 
 
 class DeferredQueueHandler(QueueHandler):
