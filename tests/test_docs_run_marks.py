@@ -73,3 +73,41 @@ def test_an_unmarked_block_that_does_not_run_fails_the_page(tmp_path, text, mess
         AssertionError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
     ):
         run_page(path, directory, {})
+
+
+def test_a_block_marked_same_as_is_checked_against_the_other_page_and_not_run_again(tmp_path):
+    quick_start = "~~~sh\necho hello > said.txt   # the greeting\n~~~\n"
+    (tmp_path / "quick.md").write_text(quick_start.replace("~~~", FENCE))
+    path, directory = page(
+        tmp_path,
+        """<!-- same-as: quick.md -->
+
+~~~sh
+# as the quick start says
+echo  hello > said.txt
+~~~
+""",
+    )
+    tally = run_page(path, directory, {})
+    assert tally.ran == 0 and not (directory / "said.txt").exists()
+    assert tally.not_run == {"the same commands as a block of quick.md, run there": 1}
+
+
+@pytest.mark.parametrize(
+    ("other", "message"),
+    [
+        ("~~~sh\necho hello > other.txt\n~~~\n", "not the same commands as any block quick.md runs"),
+        (  # the other page's block is itself not run there
+            '<!-- skip: next "no" -->\n\n~~~sh\necho hello > said.txt\n~~~\n',
+            "not the same commands as any block quick.md runs",
+        ),
+        (None, "same-as quick.md: no such page"),
+    ],
+)
+def test_a_block_marked_same_as_that_the_other_page_does_not_run_fails(tmp_path, other, message):
+    if other is not None:
+        (tmp_path / "quick.md").write_text(other.replace("~~~", FENCE))
+    path, directory = page(tmp_path, "<!-- same-as: quick.md -->\n\n~~~sh\necho hello > said.txt\n~~~\n")
+    with pytest.raises(AssertionError, match=message):
+        run_page(path, directory, {})
+    assert not (directory / "said.txt").exists()

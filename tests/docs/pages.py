@@ -15,6 +15,11 @@ A block that needs what this machine lacks (an Oracle server) may be followed by
 `<!-- rehearsal: sh ... -->` comment: shell lines that run the same thing against the local stand-in
 (tests/docs/oracle_rehearsal.py), counted as rehearsed.
 
+A block that repeats, word for word, the commands of a block another page runs (a quick start the README
+and its own page both show) may be marked `<!-- same-as: PATH -->`, PATH the other page as a link from this
+one would name it: it is not run again, but it must still match (comments, blank lines and spacing aside)
+a block of that page that runs, or the page fails; it is counted as run there.
+
 Any other block (no info string, `sql` with no database named, ...) must be marked with a skip and its
 reason, or the page fails: nothing is left out silently. `pip install "./nnsql[...]"` lines are checked
 (the extras they name exist) and not run: the test installs nothing into the checkout's environment
@@ -92,6 +97,49 @@ def choose_database(example: Example) -> None:
     session.database = example.parsed
 
 
+def same_as_marks(document: Document) -> list[Region]:
+    """The `<!-- same-as: PATH -->` comments: the next block repeats one that page PATH runs."""
+    regions = []
+    for region in DirectiveInHTMLCommentLexer("same-as", arguments=".+?")(document):
+        region.parsed = region.lexemes["arguments"].strip()
+        region.evaluator = mark_same_as
+        regions.append(region)
+    return regions
+
+
+def mark_same_as(example: Example) -> None:
+    session: PageSession = example.namespace["session"]
+    session.same_as = (Path(example.path).parent / example.parsed, example.parsed)
+
+
+def commands(source: str) -> list[str]:
+    """A shell block's command lines, without comments, blank lines or runs of spaces."""
+    lines = (re.sub(r"(^|\s)#(\s.*)?$", "", line) for line in source.splitlines())
+    return [" ".join(line.split()) for line in lines if line.strip()]
+
+
+def blocks_run(page: Path) -> list[list[str]]:
+    """The commands of each block of `page` that runs: the ones no skip or same-as comment marks."""
+    fence = re.compile(r"(<!--[^\n]*-->\s*\n)?```[ \t]*(\w+)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+    return [
+        commands(match.group(3))
+        for match in fence.finditer(page.read_text())
+        if match.group(2) in COMMANDS and not re.match(r"<!--\s*(skip|same-as):", match.group(1) or "")
+    ]
+
+
+def check_same_as(session: PageSession, source: str, where: str) -> None:
+    """The block marked same-as matches a block its page runs; counted as run there, not run again."""
+    assert session.same_as is not None
+    page, written = session.same_as
+    session.same_as = None
+    assert page.is_file(), f"{where}: same-as {written}: no such page"
+    assert commands(source) in blocks_run(page), (
+        f"{where}: not the same commands as any block {written} runs:\n{source}"
+    )
+    session.tally.not_run[f"the same commands as a block of {page.name}, run there"] += 1
+
+
 def rehearsals(document: Document) -> list[Region]:
     """The `<!-- rehearsal: sh ... -->` comments, run as shell blocks."""
     regions = []
@@ -103,7 +151,7 @@ def rehearsals(document: Document) -> list[Region]:
 
 
 def parse(path: Path) -> Document:
-    return Document.parse(str(path), fenced_blocks, databases, rehearsals, SkipParser())
+    return Document.parse(str(path), fenced_blocks, databases, rehearsals, same_as_marks, SkipParser())
 
 
 def evaluate(example: Example) -> None:
@@ -119,6 +167,9 @@ def evaluate(example: Example) -> None:
         session.tally.rehearsed += 1
         return
     assert language in COMMANDS, f"{where}: a `{language or 'plain'}` block that is neither run nor marked"
+    if session.same_as is not None:
+        check_same_as(session, source, where)
+        return
     source = session.with_ports(source)
     if language == "python":
         session.run([sys.executable, "-"], source, where)
@@ -156,6 +207,7 @@ class PageSession:
         self.state.write_text("")
         self.env = {**os.environ, "PATH": command_path(), "PYTHONPATH": str(REPO), **env}
         self.database: list[str] = []
+        self.same_as: tuple[Path, str] | None = None  # (the page, as written) of a same-as comment
         self.groups: list[int] = []
         # curl answers an HTTP error with a non-zero exit, as a reader would notice it on the screen
         (directory.parent / ".curlrc").write_text("fail-with-body\n")
