@@ -69,6 +69,16 @@ def worker_counts(text: str) -> list[int]:
     return counts
 
 
+def image_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"--eval-examples takes a count of 1 or more, not {text!r}")
+    return count
+
+
 def model_names(text: str) -> list[str]:
     names = comma_list(text)
     unknown = [name for name in names if name not in MODELS]
@@ -102,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--hep-events", type=int, default=1024, help="HEP events written for inclusive")
     parse.add_argument("--target-accuracy", type=float, help="real data: also time training to it")
     parse.add_argument("--max-train-steps", type=int, default=2000, help="step budget for the target")
+    parse.add_argument(
+        "--eval-examples",
+        type=image_count,
+        default=2000,
+        help="Fashion-MNIST test images the target's accuracy is measured on (default 2000)",
+    )
     parse.add_argument("--eval-every", type=int, default=50, help="steps between accuracy checks")
     parse.add_argument("--s3-endpoint", help="S3-compatible endpoint for s3:// data")
     parse.add_argument("--label", help="this infrastructure's name in comparisons (default: host name)")
@@ -166,7 +182,9 @@ def generated_sources(runs: list[Run], args: argparse.Namespace, directory: Path
     print(f"writing real data ({', '.join(sorted(wanted))}) to {directory}", file=sys.stderr)
     sources: dict[str, tuple] = {}
     if "images" in wanted:
-        sources["images"] = data.fashion_records(directory / "fashion", args.real_examples, 2000)
+        sources["images"] = data.fashion_records(
+            directory / "fashion", args.real_examples, args.eval_examples
+        )
     if "events" in wanted:
         sources["events"] = (data.hep_records(directory / "hep", args.hep_events), None)
     return sources

@@ -78,6 +78,10 @@ def test_bad_options_are_one_line(capsys, tmp_path):
     (tmp_path / "other.json").write_text("[]")
     assert infra.main(["compare", str(tmp_path / "other.json"), str(tmp_path / "other.json")]) == 2
     assert "not a bench.infra results file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        infra.main(["--eval-examples", "0"])
+    assert exited.value.code == 2
+    assert "--eval-examples takes a count of 1 or more" in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_real_data_on_kubernetes_needs_data_the_pods_can_read(capsys):
@@ -116,6 +120,17 @@ def worker_rates(run_dir: Path) -> dict[tuple, float]:
     return totals
 
 
+def records(pattern: Path) -> int:
+    """How many records the TFRecord files matching `pattern` hold, read from their framing."""
+    count = 0
+    for path in pattern.parent.glob(pattern.name):
+        data, offset = path.read_bytes(), 0
+        while offset < len(data):  # a record: its length (8 bytes), a CRC (4), the data, a CRC (4)
+            offset += 16 + int.from_bytes(data[offset : offset + 8], "little")
+            count += 1
+    return count
+
+
 def read_outputs(runs: Path) -> tuple[Path, list[dict], dict]:
     (run_dir,) = runs.iterdir()
     out = run_dir / "bench"
@@ -143,9 +158,13 @@ def check_consistent(run_dir: Path, rows: list[dict], document: dict) -> None:
 def test_one_command_sweeps_workers_and_data_and_writes_every_output(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(REPO)
     argv = ["--model", "alexnet", "--workers", "1,2", "--data", "synthetic,real", *SMALL]
+    # the target's held-out set: each check scores it all, a model call per batch of 4, on every worker
     target = ["--target-accuracy", "0.05", "--eval-every", "2", "--max-train-steps", "6"]
+    target += ["--eval-examples", "64"]
     assert infra.main([*argv, *target, "--real-examples", "256", "--runs", str(tmp_path)]) == 0
     run_dir, rows, document = read_outputs(tmp_path)
+    fashion = run_dir / "data" / "fashion"
+    assert records(fashion / "train" / "*.tfrecord") == 256 and records(fashion / "test" / "*.tfrecord") == 64
     assert [(r["data"], r["workers"]) for r in rows] == [
         ("synthetic", "1"),
         ("synthetic", "2"),
