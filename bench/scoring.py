@@ -5,8 +5,10 @@ Baselines run in the same process (machines here are shared and noisy), so compa
     Keras predict
     DuckDB SQL macros (SELECT name.score(features) FROM t)
     PostgreSQL on a throwaway server on a Unix socket (--pg-rows rows), every kernel: PL/pgSQL and cube
-    exported by a role without superuser, PL/Python by the superuser it needs; cube also via score_table,
-    with a serial plan and with PostgreSQL's default 2 parallel workers
+    exported by a role without superuser, PL/Python by the superuser it needs, each one call per row with
+    a serial plan; cube also with PostgreSQL's default 2 parallel workers, and through score_table with
+    both plans; beside them a control query of plain SQL (a fixed amount of work a row) in the same
+    session, whose figure moves only with the machine
     Oracle, when ORACLE_DSN and ORACLE_PASSWORD are set: row by row (SELECT name.score(features)) and the
     pipelined batch path (TABLE(name.score_table(CURSOR(...)))), --oracle-rows rows
 Rows are Fashion-MNIST test images when Debian's package is installed (image rows are sparse, which the
@@ -38,6 +40,7 @@ GOALS_MS_PER_ROW = {
     "duckdb_sql": 0.1,
     "postgres_plpgsql": 0.5,
     "postgres_cube": 0.2,  # the default kernel of a role without superuser
+    "postgres_cube_parallel": 0.2,
     "postgres_cube_table": 0.2,
     "postgres_cube_table_parallel": 0.2,
     "postgres_plpython": 0.5,
@@ -48,7 +51,9 @@ RESULTS = Path(__file__).parent / "results"
 # score_table's plan without and with parallel workers (PostgreSQL's default allows 2 per query)
 SERIAL = "SET max_parallel_workers_per_gather = 0"
 PARALLEL = "SET max_parallel_workers_per_gather = 2"
-PG_GOAL = ("postgres_cube", "postgres_cube_table", "postgres_cube_table_parallel")
+PG_GOAL = ("postgres_cube", "postgres_cube_parallel", "postgres_cube_table", "postgres_cube_table_parallel")
+# plain SQL, no kernel: the sum of the squares of a row's features
+CONTROL = "SELECT id, (SELECT sum(e * e) FROM unnest(features) AS e) FROM mnist_plpgsql.testdata"
 
 
 def timings(run: Callable[[], object], repeat: int) -> list[float]:
@@ -117,8 +122,8 @@ def postgres_contenders(
 ) -> tuple[dict[str, Callable[[], object]], dict[str, list[float]], Callable[[], None]]:
     """(scoring runs, server CPU seconds of each serial run, cleanup) on a throwaway server; needs
     Debian's postgresql package. PL/pgSQL and cube are exported by an ordinary role (CREATE on the
-    database, no superuser), PL/Python by the superuser it needs; each is timed row by row, and cube also
-    through score_table."""
+    database, no superuser), PL/Python by the superuser it needs; each is timed one call per row with a
+    serial plan, and cube also with a parallel one and through score_table."""
     from nnsql.export.compile import prepare
     from nnsql.export.errors import ExportError
     from nnsql.export.postgres.generator import CAPABILITIES
@@ -144,10 +149,12 @@ def postgres_contenders(
             print(f"postgres_{kernel}: skipped ({error})")
             continue
         query = f"SELECT id, {name}.score(features) FROM mnist_plpgsql.testdata"
-        runners[f"postgres_{kernel}"] = (store, "RESET max_parallel_workers_per_gather", query)
+        runners[f"postgres_{kernel}"] = (store, SERIAL, query)
     owner.load_test_data("mnist_plpgsql", x, np.zeros(len(x), dtype=np.int64))
     owner.con.commit()
+    runners["postgres_control"] = (owner, SERIAL, CONTROL)
     if "postgres_cube" in runners:
+        runners["postgres_cube_parallel"] = (owner, PARALLEL, runners["postgres_cube"][2])
         table = "SELECT id, score FROM mnist_cube.score_table('mnist_plpgsql.testdata', 'id', 'features')"
         runners["postgres_cube_table"] = (owner, SERIAL, table)
         runners["postgres_cube_table_parallel"] = (owner, PARALLEL, table)
@@ -157,7 +164,7 @@ def postgres_contenders(
         admin.close()
         server.stop()
 
-    cpu: dict[str, list[float]] = {label: [] for label in runners if label != "postgres_cube_table_parallel"}
+    cpu: dict[str, list[float]] = {label: [] for label, how in runners.items() if how[1] == SERIAL}
 
     def runner(label: str, store: Any, setting: str, query: str) -> Callable[[], object]:
         def run() -> object:
@@ -174,28 +181,27 @@ def postgres_contenders(
 
 
 def postgres_verdict(results: dict) -> str | None:
-    """One line: the goal of a role without superuser, for score_table's serial and parallel plans."""
+    """One line: the goal of a role without superuser, one call per row and score_table, each with a
+    serial and a parallel plan, and the server CPU a row of the serial runs beside the control query's."""
     figures = {name: results[name]["ms_per_row"] for name in PG_GOAL if name in results}
     if len(figures) < len(PG_GOAL):
         return None
     goal = GOALS_MS_PER_ROW["postgres_cube"]
 
-    def judged(value: float) -> str:
-        return f"{value:.4f} ({'met' if value <= goal else 'MISSED'})"
+    def judged(name: str) -> str:
+        return f"{figures[name]:.4f} ({'met' if figures[name] <= goal else 'MISSED'})"
 
     def cpu(name: str) -> str:
-        return (
-            f"{results[name]['server_cpu_ms_per_row']:.4f}"
-            if "server_cpu_ms_per_row" in results[name]
-            else "?"
-        )
+        figure = results.get(name, {}).get("server_cpu_ms_per_row")
+        return "?" if figure is None else f"{figure:.4f}"
 
     return (
-        f"PostgreSQL, role without superuser (cube kernel), goal ≤ {goal} ms/row: score_table serial "
-        f"{judged(figures['postgres_cube_table'])}, "
-        f"parallel {judged(figures['postgres_cube_table_parallel'])}; "
-        f"one call per row {judged(figures['postgres_cube'])}; server CPU a row: score_table serial "
-        f"{cpu('postgres_cube_table')}, one call per row {cpu('postgres_cube')}"
+        f"PostgreSQL, role without superuser (cube kernel), goal ≤ {goal} ms/row: "
+        f"score_table serial {judged('postgres_cube_table')}, "
+        f"parallel {judged('postgres_cube_table_parallel')}; "
+        f"one call per row serial {judged('postgres_cube')}, parallel {judged('postgres_cube_parallel')}; "
+        f"server CPU a row (serial): score_table {cpu('postgres_cube_table')}, one call per row "
+        f"{cpu('postgres_cube')}, control query {cpu('postgres_control')}"
     )
 
 

@@ -3,15 +3,18 @@ trusted extension cube's C `cube_distance` (the algebra and its error bound: exp
 
 The weights are literals of the generated code: PL/pgSQL parses a function once per session and keeps
 the plan of each expression, so the points are built once per session and no call reads a table. Per
-Dense node the code cuts x into points once, divides it by a power of two s when a point's norm exceeds
-R (kernels.scale_limit; exact), computes the row's term once, then every unit in one expression:
+Dense node the code cuts x into points once (a variable each), divides it by a power of two s when a
+point's norm exceeds R (kernels.scale_limit; exact), computes the row's term once, then every unit in one
+expression, the squares of its K distances summed by cube's C as well (one power a unit, not K):
 
-    h[j] = bias[j] + s · (row + |v_j|² − Σ_c cube_distance(v_jc, x_c/s)²) / 2
+    h[j] = bias[j] + s · (row + |v_j|² − D_j²) / 2,   D_j = cube_distance((d_j1, …, d_jK), origin),
+    d_jc = cube_distance(v_jc, x_c/s)
 
-and the library's activations element by element in one more (a PL/pgSQL loop costs more than the
-products of a small layer). Each distance names the lower point first: cube's C compares every coordinate
-for "a lies left of b" before "a lies right of b", so with v ≤ x each coordinate takes one comparison and
-one jump fewer (bench/pg_kernels.py compares both orders: cube_distances, cube_distances_x_first).
+its activation inside it where the activation reads the value once (ELEMENTWISE), softmax in a few
+more (a PL/pgSQL loop costs more than the products of a small layer). Each distance names the lower
+point first: cube's C compares every coordinate for "a lies left of b" before "a lies right of b", so
+with v ≤ x each coordinate takes one comparison and one jump fewer (bench/pg_kernels.py compares both
+orders: cube_distances, cube_distances_x_first).
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ from .generator import PostgresGenerator, weight_variable
 from .kernels import CUBE_MAX_DIM, CubeKernel, cube_kernel, scale_limit
 
 FLOAT32_MAX = 3.4028234663852886e38
-# The library's activations (nnsql.activate), one element at a time: the same formulas, so the same values.
+# Activations applied inside each unit's expression, which they read once: no statement and no array
+# read back per element (an activation statement cost as much as a tenth of the MNIST MLP's predict).
+# The library's formulas (nnsql.activate) read an element up to four times; sigmoid here is the same
+# function as (1 + tanh(e/2)) / 2, which neither overflows nor rounds a product to 0 (PostgreSQL raises
+# on both), within 2e-16 of the library's.
 ELEMENTWISE = {
     "relu": "greatest({e}, 0)",
     "tanh": "tanh({e})",
-    "sigmoid": "CASE WHEN {e} >= 0 THEN 1 / (1 + exp(-least({e}, 700))) "
-    "ELSE exp(greatest({e}, -700)) / (1 + exp(greatest({e}, -700))) END",
+    "sigmoid": "(1 + tanh(({e}) / 2)) / 2",
 }
 
 
@@ -84,20 +90,25 @@ class CubeGenerator(PostgresGenerator):
 
     def emit_Dense(self, node: ir.Dense, x: str) -> list[str]:
         layout = cube_kernel(node.kernel.float64)
-        points, row, scale = f"c_{node.name}_x", f"c_{node.name}_row", f"c_{node.name}_scale"
+        row, scale, scaled = f"c_{node.name}_row", f"c_{node.name}_scale", f"c_{node.name}_scaled"
         spans = chunks(layout.inputs, layout.chunk)
+        points = [self.chunk_point(node, c) for c in range(len(spans))]
         limit = scale_limit(layout)
         shifted = [
-            self.distance(self.point([-layout.shift] * (last - first + 1)), f"{points}[{c + 1}]")
+            self.distance(self.point([-layout.shift] * (last - first + 1)), points[c])
             for c, (first, last) in enumerate(spans)
         ]
         lines = [
-            f"{points} := ARRAY[{', '.join(self.parts(x, layout.inputs, layout.chunk))}];",
-            f"{scale} := {self.peak([f'{points}[{c + 1}]' for c in range(len(spans))])};",
+            *(
+                f"{point} := {part};"
+                for point, part in zip(points, self.parts(x, layout.inputs, layout.chunk), strict=True)
+            ),
+            f"{scale} := {self.peak(points)};",
             # beyond R the rounding grows with |x|²: x/s instead, s a power of two (exact)
             f"IF {scale} > {limit!r} THEN",
             f"    {scale} := 2 ^ ceil(ln({scale} / {limit!r}) / ln(2::float8));",
-            f"    {points} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
+            f"    {scaled} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
+            "    " + " ".join(f"{point} := {scaled}[{c + 1}];" for c, point in enumerate(points)),
             f"ELSE {scale} := 1; END IF;",
             f"{row} := "
             + " + ".join(f"{d} ^ 2" for d in shifted)
@@ -107,7 +118,13 @@ class CubeGenerator(PostgresGenerator):
             *self.units(node, layout, points, row, scale),
             "];",
         ]
-        return lines + self.activated(node)
+        return lines if node.activation in ELEMENTWISE else lines + self.activated(node)
+
+    @staticmethod
+    def chunk_point(node: ir.Dense, c: int) -> str:
+        """The variable holding x's point c (0-based): one variable a point, as an element of a cube[]
+        costs a subscript at each of the layer's units × points distances."""
+        return f"c_{node.name}_x{c + 1}"
 
     def nan_rows(self, x: str, row: str) -> list[str]:
         """cube_distance reads a NaN coordinate as a distance, not NaN: a NaN value of x (a fully masked
@@ -125,25 +142,37 @@ class CubeGenerator(PostgresGenerator):
                 return pad is None or not math.isnan(pad)
         return False
 
-    def units(self, node: ir.Dense, layout: CubeKernel, points: str, row: str, scale: str) -> list[str]:
-        """One line per unit: its pre-activation, the kernel's points and |v|² as literals."""
+    def units(self, node: ir.Dense, layout: CubeKernel, points: list[str], row: str, scale: str) -> list[str]:
+        """One line per unit: its value (activated, where ELEMENTWISE has the activation), the kernel's
+        points and |v|² as literals."""
         spans = chunks(layout.inputs, layout.chunk)
         lines = []
         for j in range(layout.units):
             vector = layout.vectors[j]
-            distances = " + ".join(
-                f"{self.distance(self.point(list(vector[first - 1 : last])), f'{points}[{c + 1}]')} ^ 2"
-                for c, (first, last) in enumerate(spans)
+            distances = self.squared_sum(
+                [
+                    self.distance(self.point(list(vector[first - 1 : last])), points[c])
+                    for c, (first, last) in enumerate(spans)
+                ]
             )
             bias = f"{float(node.bias.float64[j])!r} + " if node.bias is not None else ""
+            value = f"{bias}{scale} * ({row} + {float(layout.norms[j])!r} - ({distances})) / 2"
             comma = "," if j < layout.units - 1 else ""
-            lines.append(
-                f"    {bias}{scale} * ({row} + {float(layout.norms[j])!r} - ({distances})) / 2{comma}"
-            )
+            lines.append(f"    {ELEMENTWISE.get(node.activation, '{e}').format(e=value)}{comma}")
         return lines
 
+    def squared_sum(self, distances: list[str]) -> str:
+        """Σ d² of a unit's distances, one per point: cube's C sums the squares too, as the distance of
+        the point (d₁, …, d_K) from the origin, then one power instead of K (kernels.dot_error_bound
+        counts its rounding)."""
+        if len(distances) == 1:
+            return f"{distances[0]} ^ 2"
+        point = f"{self.cube_schema}.cube(ARRAY[{', '.join(distances)}])"
+        return f"{self.distance(point, self.point([0.0]))} ^ 2"
+
     def activated(self, node: ir.Dense) -> list[str]:
-        """The activation in place, one expression over the elements where the library has it."""
+        """An activation the units' expressions do not apply (ELEMENTWISE), in place: softmax written out,
+        others by the library."""
         y, units = self.var(node.name), node.units
         if node.activation == "linear":
             return []
@@ -157,9 +186,6 @@ class CubeGenerator(PostgresGenerator):
                 f"nn_total := {total};",
                 f"{y} := ARRAY[{shares}];",
             ]
-        if node.activation in ELEMENTWISE:
-            form = ELEMENTWISE[node.activation]
-            return [f"{y} := ARRAY[{', '.join(form.format(e=f'{y}[{i}]') for i in range(1, units + 1))}];"]
         return [self.activate(node)]
 
     def weights_to_load(self) -> Iterator[tuple[ir.Node, str]]:
@@ -176,7 +202,9 @@ class CubeGenerator(PostgresGenerator):
         yield from (variable for variable in super().variables() if variable not in inlined)
         for node in self.graph.all_nodes():
             if isinstance(node, ir.Dense):
-                yield f"c_{node.name}_x {self.cube_schema}.cube[]"
+                for c in range(-(-node.kernel.float64.shape[0] // CUBE_MAX_DIM)):
+                    yield f"{self.chunk_point(node, c)} {self.cube_schema}.cube"
+                yield f"c_{node.name}_scaled {self.cube_schema}.cube[]"
                 yield f"c_{node.name}_row float8"
                 yield f"c_{node.name}_scale float8"
         yield "nn_peak float8"

@@ -102,6 +102,16 @@ PARALLEL_SETUP_ROWS = 200
 CPU_OPERATOR_COST = 0.0025  # PostgreSQL's default
 
 
+def returning(expression: str) -> str:
+    return f"BEGIN RETURN {expression}; END"
+
+
+def argmax(p: str, size: int) -> str:
+    """0-based index of the largest of p's first `size` values, the first on ties, as one expression
+    (nnsql.argmax, a LANGUAGE sql function, costs a plan per call where it cannot be kept)."""
+    return f"array_position({p}, greatest({', '.join(f'{p}[{i}]' for i in range(1, size + 1))})) - 1"
+
+
 def call_cost(graph: ir.Graph) -> int:
     """predict's COST: PostgreSQL weighs a parallel plan of score_table by it."""
     weights = sum(w.size for node in graph.all_nodes() for _, w in node.weights())
@@ -188,30 +198,34 @@ class PostgresGenerator(ProceduralGenerator):
         """What score and labels read: predict_proba, or with several outputs the first one's."""
         return self.first_probabilities() if self.answering.several else self.function("predict_proba")
 
-    def decision(self, q: str) -> str:
-        """score from the probabilities `q`: 1 when p > 0.5 (NULL stays NULL), or the argmax."""
+    def decision(self, p: str) -> str:
+        """score from the probabilities in variable `p`: 1 when p > 0.5 (NULL stays NULL), or the argmax
+        (the first on ties; NaN, the largest float8 here, wins, as in nnsql.argmax) written out."""
         if self.answering.two_columns:
-            return f"(({q})[2] > {kinds.THRESHOLD})::integer"
-        return f"nnsql.argmax({q})"
+            return f"({p}[2] > {kinds.THRESHOLD})::integer"
+        return argmax(p, self.answering.first_size)
 
     def body_of(self, function: str) -> str:
-        """The SELECT of one function users query (codegen.Answering says which answer)."""
+        """The PL/pgSQL body of one function users query (codegen.Answering says which answer). PL/pgSQL
+        keeps a function's parsed body for the session and its expressions for the transaction; a
+        LANGUAGE sql function that calls another is parsed again on every call of the outer one."""
         a = self.answering
         if function == "predict_proba":
-            return f"SELECT {self.function('predict') if a.several else self.first_probabilities()}"
+            return returning(self.function("predict") if a.several else self.first_probabilities())
         if function == "predict_logits":
-            return f"SELECT {self.function('predict')}"
+            return returning(self.function("predict"))
         if function == "score":
-            return f"SELECT {self.decision(self.probabilities_read())}"
+            decision = self.decision("nn_p")
+            return f"DECLARE nn_p float8[] := {self.probabilities_read()}; BEGIN RETURN {decision}; END"
         if function == "label":
-            return f"SELECT ({self.name}.classes())[{self.function('score')} + 1]"
+            return returning(f"({self.name}.classes())[{self.function('score')} + 1]")
         above = (
-            f"ARRAY(SELECT t.label FROM unnest({self.name}.classes(), s.q) WITH ORDINALITY AS t(label, p, i) "
-            "WHERE t.p > threshold ORDER BY t.i)"
+            f"ARRAY(SELECT t.label FROM unnest({self.name}.classes(), nn_p) "
+            "WITH ORDINALITY AS t(label, p, i) WHERE t.p > threshold ORDER BY t.i)"
         )
         return (
-            f"SELECT CASE WHEN s.q IS NULL THEN NULL ELSE {above} END "
-            f"FROM (SELECT {self.probabilities_read()} AS q OFFSET 0) AS s"
+            f"DECLARE nn_p float8[] := {self.probabilities_read()}; "
+            f"BEGIN IF nn_p IS NULL THEN RETURN NULL; END IF; RETURN {above}; END"
         )
 
     def refusal(self, function: str) -> str:
@@ -232,7 +246,6 @@ class PostgresGenerator(ProceduralGenerator):
                     "parameters": parameters
                     + (f", threshold float8 DEFAULT {kinds.THRESHOLD}" if function == "labels" else ""),
                     "returns": returns.get(function, "float8[]"),
-                    "language": "sql" if answers else "plpgsql",
                     "body": in_body(self.body_of(function) if answers else self.refusal(function)),
                 }
             )
@@ -246,8 +259,7 @@ class PostgresGenerator(ProceduralGenerator):
             return f"(s.p[2] > {kinds.THRESHOLD})::integer"
         if a.two_columns:  # the first output's one value: p > 0.5, or a logit above 0 (sigmoid > 0.5)
             return f"(s.p[1] > {0 if a.kind == 'logits' else kinds.THRESHOLD})::integer"
-        first = f"s.p[1:{a.first_size}]" if a.several else "s.p"
-        return f"array_position({first}, (SELECT max(e) FROM unnest({first}) AS e)) - 1"
+        return argmax("s.p", a.first_size)
 
     def render(self) -> str:
         context = self.context()

@@ -23,10 +23,12 @@ code. Any input gives the exact identity; inputs below −1 only run slower. The
 R = M·2^⌈log₂ √(3n)⌉, x is first divided by the power of two s at or above largest norm / R (exact) and
 the product multiplied back: x·w = s·((x/s)·w); it then grows with s. Rows of values within ±1 (images)
 keep s = 1 and skip the division.
-Rounding: with u = 2⁻⁵³, each squared distance of k terms is within (k + 3)·u of itself relatively, so
-the error of one product is at most
+Rounding: with u = 2⁻⁵³, each squared distance of k terms is within (k + 3)·u of itself relatively;
+a unit's K chunk distances d_c are summed as the squared distance of the point (d_1, …, d_K) from the
+origin (a square root, K terms, a square root and a power: (K + 4)·u more), so the error of one product
+is at most
 
-    (k + 5) · u · (|x/s|² + |w|² + 3·n·M²) · 2 · s
+    (k + K + 9) · u · (|x/s|² + |w|² + 3·n·M²) · 2 · s
 
 summed over the chunks (`dot_error_bound`, tested against float64 numpy on inputs of ±1e3). A weight
 below 2⁻²⁹·M loses at most u·M in w − M, which that bound covers. For the MNIST MLP (M = 2, R = 128)
@@ -168,5 +170,6 @@ def dot_error_bound(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     x_norms = np.sum((np.asarray(x, np.float64) / scale) ** 2, axis=1, keepdims=True)
     w_norms = np.sum(np.asarray(kernel, np.float64) ** 2, axis=0)[None, :]
     spread = 3 * layout.inputs * layout.shift**2
-    bound: np.ndarray = 2 * (layout.chunk + 5) * UNIT_ROUNDOFF * (x_norms + w_norms + spread) * scale
+    terms = layout.chunk + (layout.chunks + 4 if layout.chunks > 1 else 0) + 5
+    bound: np.ndarray = 2 * terms * UNIT_ROUNDOFF * (x_norms + w_norms + spread) * scale
     return bound

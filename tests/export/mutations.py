@@ -181,12 +181,13 @@ TEXT_FAULTS: dict[str, dict[str, Rewrites]] = {
         ),
     },
 }
-# The cube kernel applies ReLU element by element, in one statement that may span lines.
+# The cube kernel applies ReLU inside each unit's expression, in the one statement of the layer's units,
+# which spans lines.
 TEXT_FAULTS["cube"] = {
     **TEXT_FAULTS["plpgsql"],
     "relu_capped_at_50": (
         (
-            r"^(\s*)(v_hidden := ARRAY\[\s*greatest\(v_hidden\[1\], 0\)[\s\S]*?\];)$",
+            r"^(\s*)(v_hidden := ARRAY\[\s*greatest\([\s\S]*?\];)$",
             r"\1\2\n\1v_hidden := ARRAY(SELECT least(e, 50) FROM unnest(v_hidden) AS e);",
         ),
     ),

@@ -195,6 +195,29 @@ def test_cube_kernel_reads_no_table_per_call_and_score_table_goes_parallel(postg
     assert table_plans and all("Workers Planned: 2" in plan for plan in table_plans), table_plans
 
 
+def test_scoring_calls_no_sql_function_which_each_call_would_parse_again(postgres_dsn, cern_mlp_path):
+    """A LANGUAGE sql function that is not inlined (SECURITY DEFINER, SET search_path) parses every
+    LANGUAGE sql function it calls again on each of its own calls: what users query is PL/pgSQL, which
+    keeps what it parsed, and calls no LANGUAGE sql function per row."""
+    assert export(postgres_dsn, cern_mlp_path, "mnist", "--kernel", "cube") == 0
+    with psycopg.connect(postgres_dsn) as con:
+        con.execute(
+            "CREATE TABLE images AS SELECT i AS id, array_fill(i / 7.0::float8, ARRAY[784]) AS features "
+            "FROM generate_series(1, 5) i"
+        )
+        con.execute("SET track_functions = 'all'")
+        query = (
+            "SELECT mnist.score(features), mnist.label(features), mnist.predict_proba(features) FROM images"
+        )
+        scored = con.execute(query).fetchall()
+        called = con.execute(
+            "SELECT l.lanname, p.proname, s.calls FROM pg_stat_xact_user_functions s "
+            "JOIN pg_proc p ON p.oid = s.funcid JOIN pg_language l ON l.oid = p.prolang ORDER BY 2"
+        ).fetchall()
+    assert len(scored) == 5 and ("plpgsql", "predict", 15) in called  # the calls are counted
+    assert [row for row in called if row[0] == "sql"] == []
+
+
 OLD_SCORE_TABLE = """
 CREATE FUNCTION mnist.score_table(source regclass, id_column text, features_column text)
 RETURNS TABLE (id text, score integer, probabilities float8[])
