@@ -201,7 +201,7 @@ def refuse_data_outside(file: Any, shown: str) -> None:
     if link is not None:
         name, link = link
         raise ExportError(
-            f"{shown}: {printable(name)} is an {type(link).__name__} (to {printable(link.path)}), data "
+            f"{shown}: {printable(name)} is an {type(link).__name__} (to {link_target(link)}), data "
             "outside the model file; refusing to read it"
         )
     dataset = file.visititems(
@@ -211,10 +211,29 @@ def refuse_data_outside(file: Any, shown: str) -> None:
     )
     if dataset is not None:
         name, item = dataset
-        where = "a virtual dataset" if item.is_virtual else f"stored in {printable(str(item.external[0][0]))}"
         raise ExportError(
-            f"{shown}: dataset {printable(name)} is {where}, data outside the model file; refusing to read it"
+            f"{shown}: dataset {printable(name)} is {outside_storage(item)}, data outside the model file; "
+            "refusing to read it"
         )
+
+
+def link_target(link: Any) -> str:
+    """Where an HDF5 link points, printable: `file:path` for an external link, the path for a soft one."""
+    filename = getattr(link, "filename", None)
+    return printable(f"{filename}:{link.path}" if filename is not None else str(link.path))
+
+
+def outside_storage(dataset: Any) -> str:
+    """Where a dataset's values are kept, printable: the first raw file or the first mapped dataset, and
+    how many more there are."""
+    if dataset.is_virtual:
+        sources = [f"{source.file_name}:{source.dset_name}" for source in dataset.virtual_sources()]
+        where = "a virtual dataset mapping"
+    else:
+        sources = [str(entry[0]) for entry in dataset.external]
+        where = "stored in"
+    more = f" and {len(sources) - 1} more" if len(sources) > 1 else ""
+    return f"{where} {printable(sources[0]) if sources else 'nothing'}{more}"
 
 
 def dataset_values(group: Any) -> int:
