@@ -321,7 +321,7 @@ class PostgresStore(RegistryStore):
     def remove(self, name: str, version: int) -> None:
         """The registry's rows of an inactive version, its cube points included."""
         super().remove(name, version)
-        if self.fetch_one("SELECT to_regclass('nnsql.cube_tensors')") != (None,):
+        if self.fetch_one("SELECT pg_catalog.to_regclass('nnsql.cube_tensors')") != (None,):
             self.execute("DELETE FROM nnsql.cube_tensors WHERE model = %s AND version = %s", [name, version])
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:

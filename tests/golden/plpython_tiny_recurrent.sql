@@ -127,8 +127,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3
 $fn$;
 
@@ -158,11 +159,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;

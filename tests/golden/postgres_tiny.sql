@@ -17,15 +17,14 @@ DECLARE
     w_output_kernel float8[];
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
-    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING
-        ERRCODE = 'array_subscript_error'; END IF;
-    IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %', cardinality(
-        features
-    ) USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION 'tiny: features contains NULL values'
-        USING ERRCODE = 'null_value_not_allowed'; END IF;
-    IF array_lower(features, 1) <> 1 THEN features := features[
-        array_lower(features, 1):array_upper(features, 1)
+    IF pg_catalog.array_ndims(features) <> 1 THEN RAISE EXCEPTION
+        'tiny: features must be a one-dimensional array' USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %',
+        pg_catalog.cardinality(features) USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION
+        'tiny: features contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;
+    IF pg_catalog.array_lower(features, 1) <> 1 THEN features := features[
+        pg_catalog.array_lower(features, 1):pg_catalog.array_upper(features, 1)
     ]; END IF;
     IF nnsql.first_nonfinite(features) IS NOT NULL THEN RAISE EXCEPTION
         'tiny: features holds NaN, infinity or a value beyond the float32 range at 0-based index %',
@@ -69,8 +68,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3
 $fn$;
 
@@ -106,10 +106,11 @@ RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE pl
 SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
 SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT s.i::%s, array_position(s.p, (SELECT max(e) FROM unnest(s.p) AS e)) - 1, s.p FROM '
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.i::%s, '
+        'pg_catalog.array_position(s.p, (SELECT pg_catalog.max(e) FROM pg_catalog.unnest(s.p) AS e)) - 1, s.p FROM '
         '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
-        pg_typeof(id_type), id_column, features_column, source);
+        pg_catalog.pg_typeof(id_type), id_column, features_column, source);
 END
 $fn$;
 
@@ -121,7 +122,7 @@ DECLARE
                          WHERE attrelid = source AND attname = id_column AND NOT attisdropped);
 BEGIN
     IF id_type NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
-        RAISE EXCEPTION '%', format(
+        RAISE EXCEPTION '%', pg_catalog.format(
             'score_table: %s.%I is %s, not an integer; keep its type with %s.score_table(%L, %L, %L, NULL::%s)',
             source, id_column, id_type, 'tiny', source, id_column, features_column, id_type
         ) USING ERRCODE = 'datatype_mismatch';
@@ -141,11 +142,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;
