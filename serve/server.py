@@ -6,9 +6,9 @@ runs the app, so a slow or stalled client holds a connection, never a thread. Wh
 - a total deadline for one request, from its first byte to its last (`request_timeout`): trickling a
   byte at a time does not extend it, unlike an idle timeout;
 - `idle_timeout` between requests on a kept-alive connection;
-- `max_client_connections` per client address (an IPv6 client's /64, serve/clients.py), and `max_connections` in all: at the cap, the oldest
-  connection that is idle or still sending its request is closed to make room for the new one, so
-  clients that finish their requests in time always get in;
+- `max_client_connections` per client address (an IPv6 client's /64, serve/clients.py), and
+  `max_connections` in all: at the cap, the oldest connection that is idle or still sending its request
+  is closed to make room for the new one, so clients that finish their requests in time always get in;
 - the gate (serve.gate) runs on the headers alone: an unauthenticated, foreign or oversized request is
   answered and closed before a byte of its body is read (`Expect: 100-continue` is answered only then);
 - bodies are never spooled to disk; the bytes held at once in this worker stay within `max_buffered`
