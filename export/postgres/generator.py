@@ -212,8 +212,9 @@ class PostgresGenerator(ProceduralGenerator):
         if function == "label":
             return f"SELECT ({self.name}.classes())[{self.function('score')} + 1]"
         above = (
-            f"ARRAY(SELECT t.label FROM pg_catalog.unnest({self.name}.classes(), s.q) "
-            "WITH ORDINALITY AS t(label, p, i) "
+            # unnest(a, b) is FROM-clause syntax, not a function: the same as ROWS FROM with each qualified
+            f"ARRAY(SELECT t.label FROM ROWS FROM (pg_catalog.unnest({self.name}.classes()), "
+            "pg_catalog.unnest(s.q)) WITH ORDINALITY AS t(label, p, i) "
             "WHERE t.p > threshold ORDER BY t.i)"
         )
         return (
