@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from .frontend.model import to_graph, trace
@@ -90,17 +89,17 @@ def to_ir(
     target: str,
     classes: tuple[str, ...] = (),
     kinds: tuple[str, ...] | None = None,
-    path: Path | None = None,
+    loss: Any = None,
     requested: str | None = None,
     strict: bool = False,
 ) -> ir.Graph:
     """A built Keras model's lowered, optimised IR (the front end, lower and optimise passes). `kinds`
     says what each output means; when not given it is read once every layer has converted: from the
-    model's layers and the loss saved in the file at `path`, or --output's `requested` kind. `strict`
+    model's layers and the `loss` its file saved, or --output's `requested` kind. `strict`
     refuses an output that fits no kind; otherwise (a graph for tests and tools) it is values."""
     traced = trace(model, target=target)
     if kinds is None:
-        kinds = output_kinds(model, path, requested, strict=strict).kinds
+        kinds = output_kinds(model, loss, requested, strict=strict).kinds
     return optimise(lower(to_graph(traced, model, kinds, classes)))
 
 

@@ -108,8 +108,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-client-connections",
         type=options.at_least(1),
         default=64,
-        help="open connections per client address and worker, HTTP and gRPC each (default 64; raise it "
-        "behind a proxy)",
+        help="open connections per client address (an IPv6 client's /64) and worker, HTTP and gRPC each "
+        "(default 64; raise it behind a proxy)",
     )
     parser.add_argument(
         "--poll-seconds", type=options.positive, default=1.0, help="how often the repository is rescanned"

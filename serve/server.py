@@ -6,9 +6,9 @@ runs the app, so a slow or stalled client holds a connection, never a thread. Wh
 - a total deadline for one request, from its first byte to its last (`request_timeout`): trickling a
   byte at a time does not extend it, unlike an idle timeout;
 - `idle_timeout` between requests on a kept-alive connection;
-- `max_client_connections` per client address, and `max_connections` in all: at the cap, the oldest
-  connection that is idle or still sending its request is closed to make room for the new one, so
-  clients that finish their requests in time always get in;
+- `max_client_connections` per client address (an IPv6 client's /64, serve/clients.py), and
+  `max_connections` in all: at the cap, the oldest connection that is idle or still sending its request
+  is closed to make room for the new one, so clients that finish their requests in time always get in;
 - the gate (serve.gate) runs on the headers alone: an unauthenticated, foreign or oversized request is
   answered and closed before a byte of its body is read (`Expect: 100-continue` is answered only then);
 - bodies are never spooled to disk; the bytes held at once in this worker stay within `max_buffered`
@@ -36,6 +36,7 @@ import httptools
 import orjson
 
 from . import accesslog
+from .clients import client_group
 from .gate import Headers, Refusal, merged, routed_path
 
 LOG = logging.getLogger("nnsql.serve.server")
@@ -126,7 +127,7 @@ class Server:
 
     def register(self, connection: Connection) -> bool:
         """Admit a new connection, making room at the total cap; False when it must be refused."""
-        client = connection.client
+        client = connection.group
         if self.per_client[client] >= self.limits.max_client_connections:
             return False
         if len(self.connections) >= self.limits.max_connections and not self.evict_one():
@@ -148,9 +149,9 @@ class Server:
     def forget(self, connection: Connection) -> None:
         if connection in self.connections:
             del self.connections[connection]
-            self.per_client[connection.client] -= 1
-            if self.per_client[connection.client] <= 0:
-                del self.per_client[connection.client]
+            self.per_client[connection.group] -= 1
+            if self.per_client[connection.group] <= 0:
+                del self.per_client[connection.group]
 
     def reserve(self, size: int) -> bool:
         if self.buffered + size > self.limits.max_buffered:
@@ -180,6 +181,7 @@ class Connection(asyncio.Protocol):
         self.limits = server.limits
         self.transport: asyncio.Transport | None = None
         self.client = ""
+        self.group = ""
         self.peer: tuple = ("", 0)
         self.parser = httptools.HttpRequestParser(self)
         self.current: Incoming | None = None  # being received
@@ -196,6 +198,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
         self.peer = transport.get_extra_info("peername") or ("", 0)
         self.client = str(self.peer[0])
+        self.group = client_group(self.client)  # what --max-client-connections counts: an IPv6 /64
         if not self.server.register(self):
             log_refusal(None, Refusal(429, ""))
             self.closed = True

@@ -168,3 +168,28 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     assert relative_imports(programs) == ["d.py:1"]
     (tmp_path / "__init__.py").write_text('"""Doc."""\nimport os\n\nos.environ["X"] = "1"\n')
     assert effects(tmp_path / "__init__.py") == ["__init__.py:4"]
+
+
+def printing(files: list[Path]) -> list[str]:
+    """`print(...)` calls outside programs: where a module writes to the terminal itself."""
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in files
+        if not is_program(path)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+    ]
+
+
+def test_database_back_ends_print_nothing():
+    """A database back end returns what the user should read (a note, the kernel it chose) and its
+    command prints it: a back end used from Python (a notebook, the Python API) writes nothing of its own."""
+    back_ends = python_files("export/duckdb", "export/postgres", "export/oracle", "export/spark")
+    assert back_ends and printing(back_ends) == []
+
+
+def test_the_print_check_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    (tmp_path / "store.py").write_text("import sys\n\n\ndef f():\n    print('note', file=sys.stderr)\n")
+    (tmp_path / "__main__.py").write_text("print('kernel: cube')\n")
+    assert printing([tmp_path / "store.py", tmp_path / "__main__.py"]) == ["store.py:5"]

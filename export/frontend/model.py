@@ -18,6 +18,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from nnsql.text import printable
+
 from ..errors import ExportError, UnsupportedLayer
 from ..ir import graph as ir
 from ..ir.kinds import check_classes
@@ -32,6 +34,7 @@ from .model_limits import (
     check_sizes,
     tf_keras_config,
 )
+from .model_snapshot import model_snapshot
 
 
 def _input_spec(tensor: Any, ctx: Context) -> ir.TensorSpec:
@@ -229,24 +232,40 @@ def read_metadata(model_path: Path) -> dict[str, Any]:
 LABEL_KEY_LOOKALIKES = ("class_names", "class_labels", "label_names", "labels", "categories")
 
 
+@dataclass(frozen=True)
+class OpenedModel:
+    """A loaded Keras model and the loss its file was compiled with (as saved, or None), both read from
+    the one private copy of the file (export/frontend/model_snapshot.py)."""
+
+    model: Any
+    loss: Any
+
+
 def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Load a model as users save them: Keras 3's `.keras`, or, with TensorFlow's legacy Keras 2 package
-    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. The configuration is read
-    as data first: code in it (a Lambda, a custom object) is refused unless `trust_code`, and sizes
-    beyond `limits` are refused before any weight is allocated, and a NaN or infinite weight once loaded.
-    One clear line for every refusal."""
-    model_file = read_model_file(path)
-    if not trust_code:
-        refuse_code(model_file)
-    check_sizes(model_file, limits, trust_code=trust_code)
-    if model_file.library == "keras":
-        model = load_keras(model_file, safe_mode=not trust_code)
-    elif model_file.format == "savedmodel" and not trust_code:
-        model = saved_model_from_config(model_file)
-    else:
-        model = load_tf_keras(model_file)
+    (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras` (see `open_model`)."""
+    return open_model(path, trust_code=trust_code, limits=limits).model
+
+
+def open_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> OpenedModel:
+    """The model at `path` and its saved loss. The file is copied once into a private directory, and
+    every check and Keras itself read only that copy: a file replaced meanwhile changes nothing that is
+    checked or loaded. The configuration is read as data first: code in it (a Lambda, a custom object)
+    is refused unless `trust_code`, and sizes beyond `limits` are refused before any weight is
+    allocated, and a NaN or infinite weight once loaded. One clear line for every refusal."""
+    with model_snapshot(path, limits.max_parameters) as copy:
+        model_file = read_model_file(copy, shown=printable(str(path)))
+        if not trust_code:
+            refuse_code(model_file)
+        check_sizes(model_file, limits, trust_code=trust_code)
+        if model_file.library == "keras":
+            model = load_keras(model_file, safe_mode=not trust_code)
+        elif model_file.format == "savedmodel" and not trust_code:
+            model = saved_model_from_config(model_file)
+        else:
+            model = load_tf_keras(model_file)
     check_finite_weights(model)
-    return model
+    return OpenedModel(model, model_file.loss)
 
 
 def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:
@@ -255,7 +274,7 @@ def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:
     try:
         return keras.saving.load_model(model_file.path, compile=False, safe_mode=safe_mode)
     except Exception as error:  # Keras raises many types for a corrupt file
-        raise ExportError(f"cannot load Keras model {model_file.path}: {first_line(error)}") from error
+        raise ExportError(f"cannot load Keras model {model_file.shown}: {first_line(error)}") from error
 
 
 def load_tf_keras(model_file: ModelFile) -> Any:
@@ -271,7 +290,7 @@ def load_tf_keras(model_file: ModelFile) -> Any:
     except Exception as legacy_error:
         if model_file.format != "h5":
             raise ExportError(
-                f"cannot load {model_file.kind} {model_file.path} with tf.keras: {first_line(legacy_error)}"
+                f"cannot load {model_file.kind} {model_file.shown} with tf.keras: {first_line(legacy_error)}"
             ) from None
         import keras
 
@@ -279,7 +298,7 @@ def load_tf_keras(model_file: ModelFile) -> Any:
             return keras.saving.load_model(model_file.path, compile=False, custom_objects=keras_activations())
         except Exception as error:
             raise ExportError(
-                f"cannot load {model_file.path}: tf.keras said {first_line(legacy_error)!r}; "
+                f"cannot load {model_file.shown}: tf.keras said {first_line(legacy_error)!r}; "
                 f"Keras 3 said {first_line(error)!r}"
             ) from None
 
@@ -311,7 +330,7 @@ def saved_model_from_config(model_file: ModelFile) -> Any:
         status = model.load_weights(str(model_file.path / "variables" / "variables"))
         status.assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError, TypeError) as error:
-        raise ExportError(f"cannot load {model_file.kind} {model_file.path}: {first_line(error)}") from None
+        raise ExportError(f"cannot load {model_file.kind} {model_file.shown}: {first_line(error)}") from None
     return model
 
 

@@ -87,7 +87,7 @@ def refuse_code(model: ModelFile) -> None:
     not a built-in of the library that will load the file."""
     if model.config is None:
         raise ExportError(
-            f"{model.path} has no keras_metadata.pb (a SavedModel not written by tf.keras, or before "
+            f"{model.shown} has no keras_metadata.pb (a SavedModel not written by tf.keras, or before "
             f"TensorFlow 2.5): its layers cannot be checked for code before loading; {TRUST_ADVICE}"
         )
     library = importlib.import_module(model.library)  # deferred: imports TensorFlow
@@ -97,7 +97,7 @@ def refuse_code(model: ModelFile) -> None:
         problem = what_is_wrong(obj, library, model.library)
         if problem:
             where = "layer " + " inside ".join(layers[::-1]) if layers else f"the model ({top['class_name']})"
-            raise ExportError(f"refusing to load {model.path}: {where}: {problem}; {TRUST_ADVICE}")
+            raise ExportError(f"refusing to load {model.shown}: {where}: {problem}; {TRUST_ADVICE}")
 
 
 def serialised_objects(

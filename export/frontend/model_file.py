@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nnsql.text import printable
+
 from ..errors import ExportError
 
 FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
@@ -27,14 +29,23 @@ MAX_CONFIG_BYTES = 64 << 20  # a model's configuration is kilobytes; a bigger on
 class ModelFile:
     """A model file and its configuration, as JSON data.
 
-    `library` is the Keras that wrote it and will read it: "keras" (Keras 3) or "tf_keras" (TensorFlow's
-    legacy Keras 2). `config` is `{"class_name": ..., "config": ...}`, or None for a SavedModel without
-    Keras metadata (nothing can be checked before loading it)."""
+    `path` is the private copy every reader reads (export/frontend/model_snapshot.py), `shown` the path
+    the user named, printable, for messages. `library` is the Keras that wrote it and will read it:
+    "keras" (Keras 3) or "tf_keras" (TensorFlow's legacy Keras 2). `config` is `{"class_name": ...,
+    "config": ...}`, or None for a SavedModel without Keras metadata (nothing can be checked before
+    loading it). `loss` is the loss the model was compiled with, as saved, or None."""
 
     path: Path
     format: str  # "keras", "h5" or "savedmodel"
     library: str
     config: dict[str, Any] | None
+    shown: str = ""
+    loss: Any = None
+
+    @property
+    def name(self) -> str:
+        """The file's name as the user named it, printable."""
+        return Path(self.shown).name or self.shown
 
     @property
     def kind(self) -> str:
@@ -48,54 +59,78 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def read_model_file(path: str | Path) -> ModelFile:
-    """The file's format, writer and configuration; one clear line when it is none of the three."""
+def read_model_file(path: str | Path, shown: str | None = None) -> ModelFile:
+    """The file's format, writer, configuration and saved loss; one clear line when it is none of the
+    three. `path` is what is read (the private copy), `shown` the path named in messages."""
     path = Path(path)
+    return read_format(path, Path(printable(str(path)) if shown is None else shown))
+
+
+def read_format(path: Path, shown: Path) -> ModelFile:
     if not path.exists():
-        raise ExportError(f"model file not found: {path}")
+        raise ExportError(f"model file not found: {shown}")
     if path.is_dir():
         if (path / "saved_model.pb").is_file():
-            return read_saved_model(path)
-        raise ExportError(f"{path} is a directory without saved_model.pb; expected {FORMATS}")
+            return read_saved_model(path, shown)
+        raise ExportError(f"{shown} is a directory without saved_model.pb; expected {FORMATS}")
     if path.suffix in (".h5", ".hdf5"):
-        return read_h5(path)
+        return read_h5(path, shown)
     if path.suffix != ".keras":
-        raise ExportError(f"{path} is not a Keras model: expected {FORMATS}")
-    return read_keras(path)
+        raise ExportError(f"{shown} is not a Keras model: expected {FORMATS}")
+    return read_keras(path, shown)
 
 
-def read_keras(path: Path) -> ModelFile:
+def read_keras(path: Path, shown: Path) -> ModelFile:
     if not zipfile.is_zipfile(path):
-        raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
+        raise ExportError(f"{shown} is not a valid .keras file (not a zip archive)")
     try:
         with zipfile.ZipFile(path) as archive:
             info = archive.getinfo("config.json")
             if info.file_size > MAX_CONFIG_BYTES:
-                raise ExportError(f"{path}: config.json holds {info.file_size:,} bytes; refusing to read it")
-            config = parse_json(archive.read(info), path)
+                raise ExportError(f"{shown}: config.json holds {info.file_size:,} bytes; refusing to read it")
+            config = parse_json(archive.read(info), shown)
     except (KeyError, zipfile.BadZipFile, OSError) as error:
-        raise ExportError(f"cannot load Keras model {path}: {first_line(error)}") from None
-    return ModelFile(path, "keras", "keras", config)
+        raise ExportError(f"cannot load Keras model {shown}: {first_line(error)}") from None
+    compiled = config.get("compile_config")
+    loss = compiled.get("loss") if isinstance(compiled, dict) else None
+    return ModelFile(path, "keras", "keras", config, str(shown), loss)
 
 
-def read_h5(path: Path) -> ModelFile:
-    """The `model_config` attribute; `keras_version` says which Keras wrote it (Keras 3 writes .h5 too)."""
+def read_h5(path: Path, shown: Path) -> ModelFile:
+    """The `model_config` attribute; `keras_version` says which Keras wrote it (Keras 3 writes .h5 too);
+    `training_config` the loss."""
     import h5py
 
     try:
         with h5py.File(path, "r") as file:
             raw = file.attrs.get("model_config")
             version = file.attrs.get("keras_version", b"")
+            training = file.attrs.get("training_config")
     except OSError as error:
-        raise ExportError(f"cannot load an HDF5 file {path}: {first_line(error)}") from None
+        raise ExportError(f"cannot load an HDF5 file {shown}: {first_line(error)}") from None
     if raw is None:
-        raise ExportError(f"{path} holds no model configuration (a weights-only file?); save the whole model")
+        raise ExportError(
+            f"{shown} holds no model configuration (a weights-only file?); save the whole model"
+        )
     version = version.decode() if isinstance(version, bytes) else str(version)
     library = "keras" if version.startswith("3") else "tf_keras"
-    return ModelFile(path, "h5", library, parse_json(raw, path))
+    config = parse_json(raw, shown)
+    return ModelFile(path, "h5", library, config, str(shown), saved_h5_loss(training))
 
 
-def read_saved_model(path: Path) -> ModelFile:
+def saved_h5_loss(training: Any) -> Any:
+    """The loss of an HDF5 file's `training_config`, or None (not compiled, or not readable: the
+    activation then decides)."""
+    if training is None:
+        return None
+    try:
+        parsed = json.loads(training.decode() if isinstance(training, bytes) else training)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return parsed.get("loss") if isinstance(parsed, dict) else None
+
+
+def read_saved_model(path: Path, shown: Path) -> ModelFile:
     """The root object's class and configuration in keras_metadata.pb, which tf.keras writes beside the
     TensorFlow graph. The JSON is read as plain data (tf.keras decodes some of it into objects).
 
@@ -105,7 +140,7 @@ def read_saved_model(path: Path) -> ModelFile:
     metadata_file = path / "keras_metadata.pb"
     if not metadata_file.is_file():
         raise ExportError(
-            f"{path} is a SavedModel without Keras layers (what Keras 3's model.export() and "
+            f"{shown} is a SavedModel without Keras layers (what Keras 3's model.export() and "
             'tf.saved_model.save write): save the model itself with model.save("m.keras") and export that'
         )
     from tf_keras.protobuf import saved_metadata_pb2  # deferred: imports TensorFlow
@@ -114,18 +149,18 @@ def read_saved_model(path: Path) -> ModelFile:
     try:
         metadata.ParseFromString(metadata_file.read_bytes())
     except Exception as error:  # protobuf's DecodeError, or OSError
-        raise ExportError(f"cannot read {metadata_file}: {first_line(error)}") from None
+        raise ExportError(f"cannot read {shown / metadata_file.name}: {first_line(error)}") from None
     roots = [node for node in metadata.nodes if node.node_path == "root"]
     if not roots:
-        raise ExportError(f"{metadata_file} describes no model (no root object)")
-    root = parse_json(roots[0].metadata, path)
+        raise ExportError(f"{shown / metadata_file.name} describes no model (no root object)")
+    root = parse_json(roots[0].metadata, shown)
     if not isinstance(root.get("config"), dict) or "layers" not in root["config"]:
         raise ExportError(
-            f"{path} holds a subclassed model ({root.get('class_name')!r}) without a configuration: only "
+            f"{shown} holds a subclassed model ({root.get('class_name')!r}) without a configuration: only "
             "its TensorFlow graph could rebuild it; save it as a Sequential or functional model"
         )
     config = {"class_name": root["class_name"], "config": root["config"]}
-    return ModelFile(path, "savedmodel", "tf_keras", config)
+    return ModelFile(path, "savedmodel", "tf_keras", config, str(shown))
 
 
 def nesting_depth(value: Any) -> int:

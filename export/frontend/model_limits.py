@@ -50,7 +50,7 @@ def check_sizes(model: ModelFile, limits: Limits, *, trust_code: bool) -> None:
     stored = stored_values(model)
     if stored > limits.max_parameters:
         raise ExportError(
-            f"{model.path} stores {stored:,} weight values, more than --max-parameters "
+            f"{model.shown} stores {stored:,} weight values, more than --max-parameters "
             f"{limits.max_parameters:,}; raise it if the model is really that large"
         )
 
@@ -59,13 +59,13 @@ def check_declared(model: ModelFile, skeleton: Any, limits: Limits) -> None:
     parameters = int(skeleton.count_params())
     if parameters > limits.max_parameters:
         raise ExportError(
-            f"{model.path} declares {parameters:,} parameters, more than --max-parameters "
+            f"{model.shown} declares {parameters:,} parameters, more than --max-parameters "
             f"{limits.max_parameters:,}; raise it if the model is really that large"
         )
     for layer, values in activation_sizes(skeleton):
         if values > limits.max_activations:
             raise ExportError(
-                f"{model.path}: layer '{layer.name}' ({type(layer).__name__}) outputs {values:,} values "
+                f"{model.shown}: layer '{layer.name}' ({type(layer).__name__}) outputs {values:,} values "
                 f"per row, more than --max-activations {limits.max_activations:,}; raise it if that is right"
             )
 
@@ -80,7 +80,7 @@ def build_without_weights(model: ModelFile, *, safe_mode: bool) -> Any:
     except ExportError:
         raise
     except Exception as error:  # Keras raises many types for a configuration it cannot build
-        raise ExportError(f"cannot load {model.kind} {model.path}: {first_line(error)}") from None
+        raise ExportError(f"cannot load {model.kind} {model.shown}: {first_line(error)}") from None
 
 
 def keras_skeleton(config: dict[str, Any], *, safe_mode: bool) -> Any:
@@ -161,7 +161,7 @@ def stored_values(model: ModelFile) -> int:
         import h5py
 
         with h5py.File(model.path, "r") as file:
-            refuse_data_outside(file, model.path.name)
+            refuse_data_outside(file, model.name)
             return dataset_values(file.get("model_weights", file))
     if model.format == "keras":
         return keras_archive_values(model)
@@ -171,7 +171,7 @@ def stored_values(model: ModelFile) -> int:
     try:
         shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     except Exception as error:  # TensorFlow raises its own types
-        raise ExportError(f"cannot read the weights of {model.path}: {first_line(error)}") from None
+        raise ExportError(f"cannot read the weights of {model.shown}: {first_line(error)}") from None
     return sum(math.prod(shape) for key, shape in shapes.items() if not key.startswith("optimizer/"))
 
 
@@ -182,7 +182,7 @@ def keras_archive_values(model: ModelFile) -> int:
         if "model.weights.h5" not in archive.namelist():
             return 0
         with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
-            refuse_data_outside(file, f"{model.path.name}'s model.weights.h5")
+            refuse_data_outside(file, f"{model.name}'s model.weights.h5")
             return dataset_values(file)
 
 
@@ -201,7 +201,7 @@ def refuse_data_outside(file: Any, shown: str) -> None:
     if link is not None:
         name, link = link
         raise ExportError(
-            f"{shown}: {printable(name)} is an {type(link).__name__} (to {printable(link.path)}), data "
+            f"{shown}: {printable(name)} is an {type(link).__name__} (to {link_target(link)}), data "
             "outside the model file; refusing to read it"
         )
     dataset = file.visititems(
@@ -211,10 +211,29 @@ def refuse_data_outside(file: Any, shown: str) -> None:
     )
     if dataset is not None:
         name, item = dataset
-        where = "a virtual dataset" if item.is_virtual else f"stored in {printable(str(item.external[0][0]))}"
         raise ExportError(
-            f"{shown}: dataset {printable(name)} is {where}, data outside the model file; refusing to read it"
+            f"{shown}: dataset {printable(name)} is {outside_storage(item)}, data outside the model file; "
+            "refusing to read it"
         )
+
+
+def link_target(link: Any) -> str:
+    """Where an HDF5 link points, printable: `file:path` for an external link, the path for a soft one."""
+    filename = getattr(link, "filename", None)
+    return printable(f"{filename}:{link.path}" if filename is not None else str(link.path))
+
+
+def outside_storage(dataset: Any) -> str:
+    """Where a dataset's values are kept, printable: the first raw file or the first mapped dataset, and
+    how many more there are."""
+    if dataset.is_virtual:
+        sources = [f"{source.file_name}:{source.dset_name}" for source in dataset.virtual_sources()]
+        where = "a virtual dataset mapping"
+    else:
+        sources = [str(entry[0]) for entry in dataset.external]
+        where = "stored in"
+    more = f" and {len(sources) - 1} more" if len(sources) > 1 else ""
+    return f"{where} {printable(sources[0]) if sources else 'nothing'}{more}"
 
 
 def dataset_values(group: Any) -> int:

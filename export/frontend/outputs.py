@@ -17,11 +17,8 @@ cannot apply (binary over 3 units) is refused.
 
 from __future__ import annotations
 
-import json
 import re
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import ExportError
@@ -124,29 +121,6 @@ def per_output(loss: Any, names: list[str]) -> list[Loss | None]:
     return [parse_loss(loss)] * len(names)
 
 
-def saved_loss(path: Path) -> Any:
-    """The `loss` the file was compiled with, as saved, or None (not compiled, a SavedModel directory, or
-    a file that does not say). Read as data: nothing in the file runs."""
-    try:
-        if path.suffix == ".keras" and zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                config = json.loads(archive.read("config.json"))
-            compiled = config.get("compile_config") if isinstance(config, dict) else None
-            return compiled.get("loss") if isinstance(compiled, dict) else None
-        if path.suffix in (".h5", ".hdf5") and path.is_file():
-            import h5py
-
-            with h5py.File(path, "r") as file:
-                training = file.attrs.get("training_config")
-            if training is None:
-                return None
-            parsed = json.loads(training.decode() if isinstance(training, bytes) else training)
-            return parsed.get("loss") if isinstance(parsed, dict) else None
-    except (OSError, KeyError, ValueError, UnicodeDecodeError):
-        return None  # an unreadable loss is an unknown one: the activation decides
-    return None
-
-
 def activation_of(layer: Any) -> str | None:
     """The activation a layer ends with, normalised (tf.keras's 'softmax_v2' is softmax); None when the
     layer has no activation this reader knows."""
@@ -189,9 +163,10 @@ def output_name(model: Any, index: int, tensor: Any) -> str:
     return str(history[0].name) if history is not None else str(tensor.name)
 
 
-def read_outputs(model: Any, path: Path | None) -> list[Reading]:
+def read_outputs(model: Any, loss: Any) -> list[Reading]:
+    """Each output's name, units, activation and loss; `loss` as its file saved it (None: not known)."""
     names = [output_name(model, index, tensor) for index, tensor in enumerate(model.outputs)]
-    losses = per_output(saved_loss(path), names) if path is not None else [None] * len(names)
+    losses = per_output(loss, names)
     return [
         Reading(name, int(tensor.shape[-1]), last_activation(tensor), loss)
         for name, tensor, loss in zip(names, model.outputs, losses, strict=True)
@@ -255,11 +230,13 @@ def check_override(reading: Reading, requested: str, read: str | None) -> str:
 
 
 def output_kinds(
-    model: Any, path: Path | None = None, requested: str | None = None, *, strict: bool = True
+    model: Any, loss: Any = None, requested: str | None = None, *, strict: bool = True
 ) -> OutputKinds:
-    """Every output's kind. The first output (whose kind score and label follow) must fit one, or be
-    given by --output (not `strict`: it is values); a later output that fits none is values."""
-    readings = read_outputs(model, path)
+    """Every output's kind, from the layers and the `loss` the file was compiled with, as saved (read
+    with the model: export/frontend/model.py's `open_model`; None when not known). The first output
+    (whose kind score and label follow) must fit one, or be given by --output (not `strict`: it is
+    values); a later output that fits none is values."""
+    readings = read_outputs(model, loss)
     first = readings[0]
     read = kind_of(first)
     note = ""

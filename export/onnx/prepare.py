@@ -17,7 +17,7 @@ from typing import Any
 
 from ..frontend import float64
 from ..frontend.keras_errors import running
-from ..frontend.model import load_model, read_metadata
+from ..frontend.model import open_model, read_metadata
 from ..frontend.outputs import OutputKinds, output_kinds
 from ..ir import graph as ir
 from ..publish.pipeline import Checked, ExportRequest, Signature, describe_kind
@@ -56,9 +56,10 @@ def prepare(
     """Every pass before the store (see the module); `previous` is the active version and its class
     names. Returns the prepared check, the conversion, and the request with the class names it settled
     (so publishing does not carry them over a second time)."""
-    model = load_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    opened = open_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    model = opened.model
     metadata = read_metadata(request.model_path)
-    read = output_kinds(model, request.model_path, request.output)
+    read = output_kinds(model, opened.loss, request.output)
     kind, units = read.kinds[0], int(model.outputs[0].shape[-1])
     given = request.classes or tuple(metadata.get("classes", ()))
     labels = carried_classes(kind, units, given, previous)

@@ -28,6 +28,6 @@ def front_end(loaded: Loaded, request: ExportRequest, target: str) -> FrontEnd:
     """The model's IR for `target` (named in the errors), its output kinds read once; an output that fits
     no kind is refused in one line unless --output names it."""
     traced = trace(loaded.model, target=target)
-    kinds = output_kinds(loaded.model, request.model_path, request.output)
+    kinds = output_kinds(loaded.model, loaded.loss, request.output)
     graph = to_graph(traced, loaded.model, kinds.kinds, loaded.classes)
     return FrontEnd(graph=graph, kinds=kinds)

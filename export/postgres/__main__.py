@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             capabilities,
             lambda s: s.where,
         )
+        if store.kernel_note:
+            print(f"note: {store.kernel_note}", file=sys.stderr)
         print(f"  kernel: {store.kernel}" + (" (chosen by --kernel auto)" if kernel == "auto" else ""))
         return 0
 

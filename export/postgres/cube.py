@@ -38,8 +38,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 # on both), within 2e-16 of the library's.
 ELEMENTWISE = {
     "relu": "greatest({e}, 0)",
-    "tanh": "tanh({e})",
-    "sigmoid": "(1 + tanh(({e}) / 2)) / 2",
+    "tanh": "pg_catalog.tanh({e})",
+    "sigmoid": "(1 + pg_catalog.tanh(({e}) / 2)) / 2",
 }
 
 
@@ -82,7 +82,7 @@ class CubeGenerator(PostgresGenerator):
             if isinstance(check, Check) and check.kind == "nonfinite":
                 x = spec.name
                 norms = self.peak(self.parts(x, spec.size, CUBE_MAX_DIM))
-                vouched = f"{norms} <= {FLOAT32_MAX!r} AND array_position({x}, 'NaN') IS NULL"
+                vouched = f"{norms} <= {FLOAT32_MAX!r} AND pg_catalog.array_position({x}, 'NaN') IS NULL"
                 check = replace(
                     check, condition=f"(CASE WHEN {vouched} THEN false ELSE {check.condition} END)"
                 )
@@ -106,7 +106,8 @@ class CubeGenerator(PostgresGenerator):
             f"{scale} := {self.peak(points)};",
             # beyond R the rounding grows with |x|²: x/s instead, s a power of two (exact)
             f"IF {scale} > {limit!r} THEN",
-            f"    {scale} := 2 ^ ceil(ln({scale} / {limit!r}) / ln(2::float8));",
+            f"    {scale} := 2 ^ pg_catalog.ceil(pg_catalog.ln({scale} / {limit!r}) "
+            "/ pg_catalog.ln(2::float8));",
             f"    {scaled} := nnsql.cube_chunks({x}, {layout.chunk}, {scale});",
             "    " + " ".join(f"{point} := {scaled}[{c + 1}];" for c, point in enumerate(points)),
             f"ELSE {scale} := 1; END IF;",
@@ -131,7 +132,7 @@ class CubeGenerator(PostgresGenerator):
         average's) makes every unit NaN, as in Keras. A model input the checks refuse NaN in needs no scan."""
         if self.checked_for_nan(x):
             return []
-        return [f"IF array_position({x}, 'NaN') IS NOT NULL THEN {row} := 'NaN'; END IF;"]
+        return [f"IF pg_catalog.array_position({x}, 'NaN') IS NOT NULL THEN {row} := 'NaN'; END IF;"]
 
     def checked_for_nan(self, x: str) -> bool:
         """Whether x is a model input as the checks leave it: NaN refused, and padded (where the input
@@ -177,7 +178,9 @@ class CubeGenerator(PostgresGenerator):
         if node.activation == "linear":
             return []
         if node.activation == "softmax":
-            exps = ", ".join(f"exp(greatest({y}[{i}] - nn_peak, -700))" for i in range(1, units + 1))
+            exps = ", ".join(
+                f"pg_catalog.exp(greatest({y}[{i}] - nn_peak, -700))" for i in range(1, units + 1)
+            )
             total = " + ".join(f"{y}[{i}]" for i in range(1, units + 1))
             shares = ", ".join(f"{y}[{i}] / nn_total" for i in range(1, units + 1))
             return [

@@ -42,19 +42,25 @@ PLPGSQL = Dialect(
         "nonfinite": "data_exception",
         "index": "data_exception",
     },
-    length="cardinality({x})",
-    wrong_length="cardinality({x}) <> {size}",
-    wrong_dimensions="array_ndims({x}) <> 1",
-    depth="coalesce(array_ndims({x}), 1)",
-    extent="array_length({x}, {axis})",
-    flatten="IF array_ndims({x}) > 1 THEN {value} := ARRAY(SELECT unnest({x})); END IF;",
-    pad=(
-        "IF cardinality({x}) < {size} THEN "
-        "{x} := {x} || array_fill({pad}::float8, ARRAY[{size} - cardinality({x})]); END IF;"
+    length="pg_catalog.cardinality({x})",
+    wrong_length="pg_catalog.cardinality({x}) <> {size}",
+    wrong_dimensions="pg_catalog.array_ndims({x}) <> 1",
+    depth="coalesce(pg_catalog.array_ndims({x}), 1)",
+    extent="pg_catalog.array_length({x}, {axis})",
+    flatten=(
+        "IF pg_catalog.array_ndims({x}) > 1 THEN {value} := ARRAY(SELECT pg_catalog.unnest({x})); END IF;"
     ),
-    has_nulls="array_position({x}, NULL) IS NOT NULL",
+    pad=(
+        "IF pg_catalog.cardinality({x}) < {size} THEN "
+        "{x} := {x} || pg_catalog.array_fill({pad}::float8, ARRAY[{size} - pg_catalog.cardinality({x})]); "
+        "END IF;"
+    ),
+    has_nulls="pg_catalog.array_position({x}, NULL) IS NOT NULL",
     # '[0:783]={...}' keeps its bounds and the kernels index from 1: a slice renumbers from 1
-    prepare="IF array_lower({x}, 1) <> 1 THEN {x} := {x}[array_lower({x}, 1):array_upper({x}, 1)]; END IF;",
+    prepare=(
+        "IF pg_catalog.array_lower({x}, 1) <> 1 THEN "
+        "{x} := {x}[pg_catalog.array_lower({x}, 1):pg_catalog.array_upper({x}, 1)]; END IF;"
+    ),
     nonfinite=("nnsql.first_nonfinite({x}) IS NOT NULL", "nnsql.first_nonfinite({x})"),
     outside=("nnsql.first_outside({x}, {bound}) IS NOT NULL", "nnsql.first_outside({x}, {bound})"),
     call="nnsql.{function}({arguments})",
@@ -62,7 +68,7 @@ PLPGSQL = Dialect(
     slice="{x}[{first}:{last}]",
     concat=("{parts}", " || "),
     binary={op: f"nnsql.binary({{a}}, {{b}}, '{op}')" for op in ir.BINARY_OPS},
-    zeros="array_fill(0::float8, ARRAY[{n}])",
+    zeros="pg_catalog.array_fill(0::float8, ARRAY[{n}])",
     loop="FOR nn_t IN 0..{last} LOOP",
     loop_reverse="FOR nn_t IN REVERSE {last}..0 LOOP",
     step="{x}[nn_t * {features} + 1:(nn_t + 1) * {features}]",
@@ -79,7 +85,7 @@ def in_body(line: str) -> str:
 # An element as the formulas read it (export/ir/activations.py): NaN stays NaN (PostgreSQL orders NaN above
 # every number, so least() alone would turn it into BOUND), |e| < FLUSH is 0, the rest within ±BOUND.
 GUARDED = (
-    f"CASE WHEN u.e = 'NaN' THEN u.e WHEN abs(u.e) < {activations.FLUSH!r} THEN 0 "
+    f"CASE WHEN u.e = 'NaN' THEN u.e WHEN pg_catalog.abs(u.e) < {activations.FLUSH!r} THEN 0 "
     f"ELSE least(greatest(u.e, {-activations.BOUND!r}), {activations.BOUND!r}) END"
 )
 
@@ -90,7 +96,7 @@ def elementwise(variable: str, activation: str) -> str:
     formula = activations.formula(activation, "sql", "t.e")
     return (
         f"{variable} := ARRAY(SELECT {formula} FROM (SELECT {GUARDED} AS e, u.i "
-        f"FROM unnest({variable}) WITH ORDINALITY AS u(e, i)) AS t ORDER BY t.i);"
+        f"FROM pg_catalog.unnest({variable}) WITH ORDINALITY AS u(e, i)) AS t ORDER BY t.i);"
     )
 
 
@@ -109,7 +115,9 @@ def returning(expression: str) -> str:
 def argmax(p: str, size: int) -> str:
     """0-based index of the largest of p's first `size` values, the first on ties, as one expression
     (nnsql.argmax, a LANGUAGE sql function, costs a plan per call where it cannot be kept)."""
-    return f"array_position({p}, greatest({', '.join(f'{p}[{i}]' for i in range(1, size + 1))})) - 1"
+    return (
+        f"pg_catalog.array_position({p}, greatest({', '.join(f'{p}[{i}]' for i in range(1, size + 1))})) - 1"
+    )
 
 
 def call_cost(graph: ir.Graph) -> int:
@@ -220,8 +228,10 @@ class PostgresGenerator(ProceduralGenerator):
         if function == "label":
             return returning(f"({self.name}.classes())[{self.function('score')} + 1]")
         above = (
-            f"ARRAY(SELECT t.label FROM unnest({self.name}.classes(), nn_p) "
-            "WITH ORDINALITY AS t(label, p, i) WHERE t.p > threshold ORDER BY t.i)"
+            # unnest(a, b) is FROM-clause syntax, not a function: the same as ROWS FROM with each qualified
+            f"ARRAY(SELECT t.label FROM ROWS FROM (pg_catalog.unnest({self.name}.classes()), "
+            "pg_catalog.unnest(nn_p)) WITH ORDINALITY AS t(label, p, i) "
+            "WHERE t.p > threshold ORDER BY t.i)"
         )
         return (
             f"DECLARE nn_p float8[] := {self.probabilities_read()}; "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -153,6 +152,7 @@ class PostgresStore(RegistryStore):
         self.registry_owners = tuple(registry_owners)
         self.requested_kernel = kernel
         self.kernel = ""  # the one installed, chosen inside the export's transaction
+        self.kernel_note = ""  # why --kernel auto did not take the kernel it found, for the CLI to say
         self.forms: dict[str, InputForm] = {}  # the inputs sample rows are also scored nested for
         self.progress = progress
         self.grant_to = grant_to
@@ -234,8 +234,8 @@ class PostgresStore(RegistryStore):
 
     def generator(self, name: str, version: int, graph: ir.Graph) -> PostgresGenerator:
         """The chosen kernel's generator; the cube kernel first installs its runtime. Where the cube
-        extension found is refused (ownership.py), `--kernel auto` falls back to plpgsql, saying why on
-        one line; `--kernel cube` stops with that line."""
+        extension found is refused (ownership.py), `--kernel auto` falls back to plpgsql, keeping why in
+        one line (`kernel_note`, which the command prints); `--kernel cube` stops with that line."""
         if self.kernel == "cube":
             try:
                 with self.con.transaction():  # a savepoint: a refused runtime leaves nothing behind
@@ -245,9 +245,7 @@ class PostgresStore(RegistryStore):
                     raise
                 self.kernel = "plpgsql"
                 found = kernels.cube_found(self.con)
-                print(
-                    f"note: --kernel auto scores with plpgsql: {found} is refused: {refusal}", file=sys.stderr
-                )
+                self.kernel_note = f"--kernel auto scores with plpgsql: {found} is refused: {refusal}"
         return PostgresGenerator(graph, name, version, plpython=self.kernel == "plpython")
 
     def cube_runtime(self) -> str:
@@ -323,7 +321,7 @@ class PostgresStore(RegistryStore):
     def remove(self, name: str, version: int) -> None:
         """The registry's rows of an inactive version, its cube points included."""
         super().remove(name, version)
-        if self.fetch_one("SELECT to_regclass('nnsql.cube_tensors')") != (None,):
+        if self.fetch_one("SELECT pg_catalog.to_regclass('nnsql.cube_tensors')") != (None,):
             self.execute("DELETE FROM nnsql.cube_tensors WHERE model = %s AND version = %s", [name, version])
 
     def registry_row(self, record: VersionRecord, *, active: bool = True) -> dict[str, object]:

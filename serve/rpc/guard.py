@@ -3,12 +3,13 @@
 grpcio caps connections only in all, and refuses newcomers at its cap. Its connections are sockets of
 this process, so a thread looks at the port's connections every `INTERVAL` seconds (serve/rpc/sockets.py:
 the kernel's list, each with its inode). Within both caps, that is all. Beyond them, /proc/self/fd says
-which inodes are this process's descriptors: a client address with more than `per_client` connections
-has its excess shut down, then the excess beyond `total` in all, each time the connections with no call
-running first (`busy` gives the peers that have one), of those the ones that never carried a call needing a
-key (`keyed` gives those that did: a keyless flood cannot earn that), then the oldest. grpc-core sees
-the connection end and frees it. grpcio's own cap is set above `total` (`headroom`), so that newcomers
-come in and the guard makes room for them, as the HTTP server does at its cap.
+which inodes are this process's descriptors: a client address (an IPv6 one's /64, serve/clients.py) with
+more than `per_client` connections has its excess shut down, then the excess beyond `total` in all, each
+time the connections with no call running first (`busy` gives the peers that have one), of those the ones
+that never carried a call needing a key (`keyed` gives those that did: a keyless flood cannot earn that),
+then the oldest. grpc-core sees the connection end and frees it. grpcio's own cap is set above `total`
+(`headroom`), so that newcomers come in and the guard makes room for them, as the HTTP server does at
+its cap.
 
 Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
 been closed and reused since). An error is one warning line; the guard never stops the worker.
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from ..clients import client_group
 from .sockets import Address, canonical, normal, port_sockets, socket_fds
 
 LOG = logging.getLogger("nnsql.serve.rpc")
@@ -50,7 +52,8 @@ class Seen:
 
     @property
     def client(self) -> str:
-        return self.remote[0]
+        """The client the per-address cap counts it for: the IPv4 address, the IPv6 /64."""
+        return client_group(self.remote[0])
 
 
 def peer_address(peer: str) -> Address | None:
@@ -69,15 +72,17 @@ def victims(
     """The connections to close: beyond `per_client` per client address, then beyond `total` in all;
     idle ones first (no call running on them), of those the ones that never carried a keyed call, then
     the oldest (first seen, then the lowest descriptor: of connections seen in the same look, usually the
-    first accepted)."""
+    first accepted). One pass over them after the sort: linear in the connections."""
     order = sorted(seen, key=lambda s: (s.remote in busy, s.remote in keyed, s.since, s.fd))
     excess = Counter(s.client for s in seen)
     chosen: list[Seen] = []
+    kept: list[Seen] = []
     for connection in order:
         if excess[connection.client] > per_client:
             excess[connection.client] -= 1
             chosen.append(connection)
-    kept = [s for s in order if s not in chosen]
+        else:
+            kept.append(connection)
     return chosen + kept[: max(0, len(kept) - total)]
 
 
@@ -143,7 +148,9 @@ class ConnectionGuard:
         everyone = port_sockets(self.port)  # every process's: within the caps, so are this one's
         now = time.monotonic()
         self.first_seen = {inode: self.first_seen.get(inode, now) for inode in everyone}
-        if within(Counter(remote[0] for _, remote in everyone.values()), self.per_client, self.total):
+        if within(
+            Counter(client_group(remote[0]) for _, remote in everyone.values()), self.per_client, self.total
+        ):
             return 0
         fds = socket_fds()
         seen = [Seen(fds[i], *ends, self.first_seen[i]) for i, ends in everyone.items() if i in fds]

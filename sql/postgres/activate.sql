@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION nnsql.float8s(items jsonb)
 RETURNS float8[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT array_agg(v::float8 ORDER BY i) FROM jsonb_array_elements_text(items) WITH ORDINALITY AS t(v, i)
+    SELECT pg_catalog.array_agg(v::float8 ORDER BY i) FROM pg_catalog.jsonb_array_elements_text(items) WITH ORDINALITY AS t(v, i)
 $fn$;
 
 -- Whether every value lies within its bound of the JSON array's: `allowed` where the expected value
@@ -16,10 +16,10 @@ $fn$;
 CREATE OR REPLACE FUNCTION nnsql.close_to(actual float8[], expected jsonb, allowed float8)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT coalesce(cardinality(actual), 0) = jsonb_array_length(expected)
-       AND coalesce(bool_and(abs(a - (expected ->> (i::integer - 1))::float8)
-                           <= allowed * greatest(1.0, abs((expected ->> (i::integer - 1))::float8))), true)
-      FROM unnest(actual) WITH ORDINALITY AS t(a, i)
+    SELECT coalesce(pg_catalog.cardinality(actual), 0) = pg_catalog.jsonb_array_length(expected)
+       AND coalesce(pg_catalog.bool_and(pg_catalog.abs(a - (expected ->> (i::integer - 1))::float8)
+                           <= allowed * greatest(1.0, pg_catalog.abs((expected ->> (i::integer - 1))::float8))), true)
+      FROM pg_catalog.unnest(actual) WITH ORDINALITY AS t(a, i)
 $fn$;
 
 -- SECURITY INVOKER: the caller needs what the export needs (ownership of the model's schema and the
@@ -39,8 +39,8 @@ DECLARE
     untrusted  record;
     creator    record;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('nnsql:export'));  -- one export or activation at a time
-    SELECT o.kind, o.object, pg_get_userbyid(o.owner) AS owner INTO untrusted FROM (
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('nnsql:export'));  -- one export or activation at a time
+    SELECT o.kind, o.object, pg_catalog.pg_get_userbyid(o.owner) AS owner INTO untrusted FROM (
         SELECT 'schema' AS kind, n.nspname::text AS object, n.nspowner AS owner
           FROM pg_namespace n WHERE n.nspname IN ('nnsql', model)
         UNION ALL
@@ -70,9 +70,9 @@ BEGIN
     -- Nor may another role create objects in them, or in the cube extension's schema where a cube
     -- version's code calls it: what it adds later would be called instead, or make calls ambiguous.
     SELECT n.nspname::text AS schema_name,
-           CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END AS grantee
+           CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END AS grantee
       INTO creator
-      FROM pg_namespace n, aclexplode(n.nspacl) AS a
+      FROM pg_namespace n, pg_catalog.aclexplode(n.nspacl) AS a
      WHERE (n.nspname IN ('nnsql', model)
             OR (n.oid = (SELECT e.extnamespace FROM pg_extension e WHERE e.extname = 'cube')
                 AND EXISTS (SELECT 1 FROM nnsql.models m
@@ -81,10 +81,10 @@ BEGIN
        AND (a.grantee = 0 OR NOT (
                 a.grantee = (SELECT oid FROM pg_roles WHERE rolname = current_user)
                 OR (SELECT rolsuper FROM pg_roles WHERE oid = a.grantee)
-                OR (pg_get_userbyid(a.grantee) = 'pg_database_owner'
+                OR (pg_catalog.pg_get_userbyid(a.grantee) = 'pg_database_owner'
                     AND (SELECT d.rolsuper OR d.rolname = current_user
                            FROM pg_database db JOIN pg_roles d ON d.oid = db.datdba
-                          WHERE db.datname = current_database()))))
+                          WHERE db.datname = pg_catalog.current_database()))))
      ORDER BY 1, 2
      LIMIT 1;
     IF FOUND THEN
@@ -99,20 +99,20 @@ BEGIN
             'published before activation existed cannot be)', model, wanted USING ERRCODE = 'no_data_found';
     END IF;
     EXECUTE script;
-    SELECT string_agg(format('nnsql.float8s(r.value -> ''inputs'' -> %L)', s ->> 'name'), ', ' ORDER BY o)
-      INTO arguments FROM jsonb_array_elements(spec) WITH ORDINALITY AS t(s, o);
-    FOR asked IN SELECT jsonb_object_keys(gate -> 'rows' -> 0 -> 'answers') LOOP
-        conditions := conditions || format(
+    SELECT pg_catalog.string_agg(pg_catalog.format('nnsql.float8s(r.value -> ''inputs'' -> %L)', s ->> 'name'), ', ' ORDER BY o)
+      INTO arguments FROM pg_catalog.jsonb_array_elements(spec) WITH ORDINALITY AS t(s, o);
+    FOR asked IN SELECT pg_catalog.jsonb_object_keys(gate -> 'rows' -> 0 -> 'answers') LOOP
+        conditions := conditions || pg_catalog.format(
             ' OR (jsonb_typeof(r.value -> ''answers'' -> %L) <> ''null'' AND %s)', asked,
             CASE asked
-                WHEN 'score' THEN format('(%I.score(%s))::float8 IS DISTINCT FROM (r.value -> ''answers'' ->> ''score'')::float8', model, arguments)
-                WHEN 'label' THEN format('%I.label(%s) IS DISTINCT FROM r.value -> ''answers'' ->> ''label''', model, arguments)
-                WHEN 'labels' THEN format('to_jsonb(%I.labels(%s)) IS DISTINCT FROM r.value -> ''answers'' -> ''labels''', model, arguments)
-                ELSE format('NOT nnsql.close_to(%I.predict_proba(%s), r.value -> ''answers'' -> ''predict_proba'', (r.value ->> ''allowed'')::float8)', model, arguments)
+                WHEN 'score' THEN pg_catalog.format('(%I.score(%s))::float8 IS DISTINCT FROM (r.value -> ''answers'' ->> ''score'')::float8', model, arguments)
+                WHEN 'label' THEN pg_catalog.format('%I.label(%s) IS DISTINCT FROM r.value -> ''answers'' ->> ''label''', model, arguments)
+                WHEN 'labels' THEN pg_catalog.format('to_jsonb(%I.labels(%s)) IS DISTINCT FROM r.value -> ''answers'' -> ''labels''', model, arguments)
+                ELSE pg_catalog.format('NOT nnsql.close_to(%I.predict_proba(%s), r.value -> ''answers'' -> ''predict_proba'', (r.value ->> ''allowed'')::float8)', model, arguments)
             END);
     END LOOP;
-    EXECUTE format(
-        'SELECT r.o FROM jsonb_array_elements($1 -> ''rows'') WITH ORDINALITY AS r(value, o) '
+    EXECUTE pg_catalog.format(
+        'SELECT r.o FROM pg_catalog.jsonb_array_elements($1 -> ''rows'') WITH ORDINALITY AS r(value, o) '
         'WHERE NOT coalesce(nnsql.close_to(%I.predict(%s), r.value -> ''expected'', (r.value ->> ''allowed'')::float8), false)%s '
         'ORDER BY r.o LIMIT 1', model, arguments, conditions)
         INTO found_row USING gate;

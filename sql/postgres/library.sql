@@ -12,7 +12,7 @@ CREATE OR REPLACE FUNCTION nnsql.activate(v float8[], activation text)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    n    integer := cardinality(v);
+    n    integer := pg_catalog.cardinality(v);
     peak float8;
     total float8 := 0;
 BEGIN
@@ -23,17 +23,17 @@ BEGIN
     ELSIF activation = 'sigmoid' THEN
         FOR i IN 1..n LOOP
             IF v[i] >= 0 THEN
-                v[i] := 1 / (1 + exp(-least(v[i], 700)));
+                v[i] := 1 / (1 + pg_catalog.exp(-least(v[i], 700)));
             ELSE
-                v[i] := exp(greatest(v[i], -700)) / (1 + exp(greatest(v[i], -700)));
+                v[i] := pg_catalog.exp(greatest(v[i], -700)) / (1 + pg_catalog.exp(greatest(v[i], -700)));
             END IF;
         END LOOP;
     ELSIF activation = 'tanh' THEN
-        FOR i IN 1..n LOOP v[i] := tanh(v[i]); END LOOP;
+        FOR i IN 1..n LOOP v[i] := pg_catalog.tanh(v[i]); END LOOP;
     ELSIF activation = 'softmax' THEN
-        SELECT max(e) INTO peak FROM unnest(v) AS e;
+        SELECT pg_catalog.max(e) INTO peak FROM pg_catalog.unnest(v) AS e;
         FOR i IN 1..n LOOP
-            v[i] := exp(greatest(v[i] - peak, -700));
+            v[i] := pg_catalog.exp(greatest(v[i] - peak, -700));
             total := total + v[i];
         END LOOP;
         FOR i IN 1..n LOOP v[i] := v[i] / total; END LOOP;
@@ -52,7 +52,7 @@ CREATE OR REPLACE FUNCTION nnsql.dense(x float8[], kernel float8[], bias float8[
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    h    float8[] := coalesce(bias, array_fill(0::float8, ARRAY[units]));
+    h    float8[] := coalesce(bias, pg_catalog.array_fill(0::float8, ARRAY[units]));
     xi   float8;
     base integer;
 BEGIN
@@ -75,7 +75,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION nnsql.first_nonfinite(x float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
+    SELECT (pg_catalog.min(t.i) - 1)::integer FROM pg_catalog.unnest(x) WITH ORDINALITY AS t(e, i)
      WHERE NOT (t.e BETWEEN -3.4028234663852886e38 AND 3.4028234663852886e38)
 $fn$;
 
@@ -84,15 +84,15 @@ $fn$;
 CREATE OR REPLACE FUNCTION nnsql.first_outside(x float8[], bound integer)
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT (min(t.i) - 1)::integer FROM unnest(x) WITH ORDINALITY AS t(e, i)
-     WHERE t.e < 0 OR t.e >= bound OR t.e <> floor(t.e)
+    SELECT (pg_catalog.min(t.i) - 1)::integer FROM pg_catalog.unnest(x) WITH ORDINALITY AS t(e, i)
+     WHERE t.e < 0 OR t.e >= bound OR t.e <> pg_catalog.floor(t.e)
 $fn$;
 
 -- Index of the largest value (0-based), the first on ties, like numpy's argmax.
 CREATE OR REPLACE FUNCTION nnsql.argmax(v float8[])
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT (array_position(v, (SELECT max(e) FROM unnest(v) AS e)) - 1)::integer
+    SELECT (pg_catalog.array_position(v, (SELECT pg_catalog.max(e) FROM pg_catalog.unnest(v) AS e)) - 1)::integer
 $fn$;
 
 -- The windows of a convolution or pooling (im2col): y[k] = x[indices[k] + 1], 0 where an index is -1.
@@ -100,8 +100,8 @@ CREATE OR REPLACE FUNCTION nnsql.gather(x float8[], indices float8[])
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    n integer := cardinality(indices);
-    y float8[] := array_fill(0::float8, ARRAY[n]);
+    n integer := pg_catalog.cardinality(indices);
+    y float8[] := pg_catalog.array_fill(0::float8, ARRAY[n]);
 BEGIN
     FOR k IN 1..n LOOP
         IF indices[k] >= 0 THEN y[k] := x[indices[k]::integer + 1]; END IF;
@@ -117,7 +117,7 @@ CREATE OR REPLACE FUNCTION nnsql.patch_dense(
 ) RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    y    float8[] := array_fill(0::float8, ARRAY[patches * units]);
+    y    float8[] := pg_catalog.array_fill(0::float8, ARRAY[patches * units]);
     xi   float8;
     base integer;
     out  integer;
@@ -144,8 +144,8 @@ CREATE OR REPLACE FUNCTION nnsql.group_max(x float8[], size integer)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    n integer := cardinality(x) / size;
-    y float8[] := array_fill(0::float8, ARRAY[n]);
+    n integer := pg_catalog.cardinality(x) / size;
+    y float8[] := pg_catalog.array_fill(0::float8, ARRAY[n]);
 BEGIN
     FOR k IN 0..n - 1 LOOP
         y[k + 1] := x[k * size + 1];
@@ -168,7 +168,7 @@ BEGIN
         FOR i IN 1..cardinality(a) LOOP a[i] := a[i] - b[i]; END LOOP;
     ELSIF op = 'mul' THEN
         FOR i IN 1..cardinality(a) LOOP
-            IF abs(a[i]) < 1e-150 OR abs(b[i]) < 1e-150 THEN
+            IF pg_catalog.abs(a[i]) < 1e-150 OR pg_catalog.abs(b[i]) < 1e-150 THEN
                 a[i] := 0 * a[i] * b[i];
             ELSE
                 a[i] := a[i] * b[i];
@@ -190,7 +190,7 @@ CREATE OR REPLACE FUNCTION nnsql.lookup(x float8[], table_ float8[], width integ
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    y    float8[] := array_fill(0::float8, ARRAY[cardinality(x) * width]);
+    y    float8[] := pg_catalog.array_fill(0::float8, ARRAY[pg_catalog.cardinality(x) * width]);
     base integer;
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
@@ -208,7 +208,7 @@ RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     FOR i IN 1..cardinality(x) LOOP
-        IF abs(x[i]) < 1e-250 THEN x[i] := 0 * x[i]; END IF;
+        IF pg_catalog.abs(x[i]) < 1e-250 THEN x[i] := 0 * x[i]; END IF;
         x[i] := x[i] * scale[i] + coalesce(shift[i], 0);
     END LOOP;
     RETURN x;
@@ -220,8 +220,8 @@ CREATE OR REPLACE FUNCTION nnsql.step_mask(x float8[], steps integer)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
 SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    width integer := cardinality(x) / steps;
-    y     float8[] := array_fill(0::float8, ARRAY[steps]);
+    width integer := pg_catalog.cardinality(x) / steps;
+    y     float8[] := pg_catalog.array_fill(0::float8, ARRAY[steps]);
 BEGIN
     FOR t IN 0..steps - 1 LOOP
         FOR i IN 1..width LOOP

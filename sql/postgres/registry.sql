@@ -49,40 +49,52 @@ CREATE TABLE IF NOT EXISTS nnsql.installs (
 -- tables' owner, which another exporting role may not be.
 DO $upgrade$
 DECLARE
-    old regprocedure;
+    old pg_catalog.regprocedure;
 BEGIN
+    -- Every function, operator, type and catalog here is named with its schema, pg_catalog: what it
+    -- resolves to never depends on a search path (the session's is pinned too, export/postgres/store.py).
     -- Weights in float8 (earlier releases: real[]), by the table's owner or a role with its privileges
     -- only: for another role the exporter refuses in one line (export/postgres/ownership.py). real to
     -- float8 is exact, so the versions already stored score as before. Storage in the same statement: the
     -- rewrite would otherwise compress every row with the type's default storage. The library's real[]
     -- overloads go with it: a version's stored code passing real[] variables then calls the float8[]
     -- ones, exactly as well.
-    IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-                WHERE a.attrelid = 'nnsql.tensors'::regclass AND a.attname = 'value'
-                  AND a.atttypid = 'real[]'::regtype AND pg_has_role(c.relowner, 'USAGE')) THEN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c
+                 ON c.oid OPERATOR(pg_catalog.=) a.attrelid
+                WHERE a.attrelid OPERATOR(pg_catalog.=) 'nnsql.tensors'::pg_catalog.regclass
+                  AND a.attname OPERATOR(pg_catalog.=) 'value'::pg_catalog.name
+                  AND a.atttypid OPERATOR(pg_catalog.=) 'real[]'::pg_catalog.regtype
+                  AND pg_catalog.pg_has_role(c.relowner, 'USAGE')) THEN
         ALTER TABLE nnsql.tensors ALTER COLUMN value TYPE float8[], ALTER COLUMN value SET STORAGE EXTERNAL;
-        FOR old IN SELECT p.oid FROM pg_proc p
-                    WHERE p.pronamespace = 'nnsql'::regnamespace
-                      AND p.proname IN ('dense', 'gather', 'patch_dense', 'lookup', 'affine')
-                      AND 'real[]'::regtype = ANY(p.proargtypes::oid[]) AND pg_has_role(p.proowner, 'USAGE')
+        FOR old IN SELECT p.oid FROM pg_catalog.pg_proc p
+                    WHERE p.pronamespace OPERATOR(pg_catalog.=) 'nnsql'::pg_catalog.regnamespace
+                      AND p.proname OPERATOR(pg_catalog.=)
+                          ANY ('{dense,gather,patch_dense,lookup,affine}'::pg_catalog.name[])
+                      AND 'real[]'::pg_catalog.regtype OPERATOR(pg_catalog.=)
+                          ANY (p.proargtypes::pg_catalog.oid[])
+                      AND pg_catalog.pg_has_role(p.proowner, 'USAGE')
         LOOP
-            EXECUTE format('DROP FUNCTION %s', old);
+            EXECUTE pg_catalog.format('DROP FUNCTION %s', old);
         END LOOP;
     END IF;
     -- How a version computes its products: plpgsql, cube or plpython (export/postgres/kernels.py).
-    IF NOT EXISTS (SELECT 1 FROM pg_attribute
-                    WHERE attrelid = 'nnsql.models'::regclass AND attname = 'kernel' AND NOT attisdropped) THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+                    WHERE attrelid OPERATOR(pg_catalog.=) 'nnsql.models'::pg_catalog.regclass
+                      AND attname OPERATOR(pg_catalog.=) 'kernel'::pg_catalog.name AND NOT attisdropped) THEN
         ALTER TABLE nnsql.models ADD COLUMN kernel text;
     END IF;
     -- What the output means (export/ir/kinds.py); versions exported before hold probabilities.
-    IF NOT EXISTS (SELECT 1 FROM pg_attribute
-                    WHERE attrelid = 'nnsql.models'::regclass AND attname = 'output_kind' AND NOT attisdropped) THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+                    WHERE attrelid OPERATOR(pg_catalog.=) 'nnsql.models'::pg_catalog.regclass
+                      AND attname OPERATOR(pg_catalog.=) 'output_kind'::pg_catalog.name AND NOT attisdropped) THEN
         ALTER TABLE nnsql.models ADD COLUMN output_kind text;
     END IF;
     -- Out of line and uncompressed: scoring functions read whole tensors on every call, and decompressing
     -- costs more than fetching (0.77 against 0.06 ms per call for MNIST's 784 x 100 layer, measured).
-    IF EXISTS (SELECT 1 FROM pg_attribute
-                WHERE attrelid = 'nnsql.tensors'::regclass AND attname = 'value' AND attstorage <> 'e') THEN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+                WHERE attrelid OPERATOR(pg_catalog.=) 'nnsql.tensors'::pg_catalog.regclass
+                  AND attname OPERATOR(pg_catalog.=) 'value'::pg_catalog.name
+                  AND attstorage OPERATOR(pg_catalog.<>) 'e'::pg_catalog."char") THEN
         ALTER TABLE nnsql.tensors ALTER COLUMN value SET STORAGE EXTERNAL;
     END IF;
 END

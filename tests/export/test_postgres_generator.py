@@ -66,6 +66,6 @@ def test_cube_kernel_scans_for_nan_only_values_the_checks_did_not():
     from nnsql.export.postgres.cube import CubeGenerator
 
     text = CubeGenerator(tiny_graph(), "tiny", 3, cube_schema="nnsql").render()
-    assert "IF array_position(features, 'NaN') IS NOT NULL" not in text
-    assert "IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'" in text
-    assert text.count("array_position(features, 'NaN') IS NULL") == 1  # the input's check
+    assert "IF pg_catalog.array_position(features, 'NaN') IS NOT NULL" not in text
+    assert "IF pg_catalog.array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'" in text
+    assert text.count("pg_catalog.array_position(features, 'NaN') IS NULL") == 1  # the input's check

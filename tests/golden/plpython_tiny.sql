@@ -82,7 +82,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
 RETURNS integer LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
-    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN array_position(
+    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN pg_catalog.array_position(
         nn_p,
         greatest(nn_p[1], nn_p[2])
     ) - 1; END
@@ -92,8 +92,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    BEGIN RETURN (SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    BEGIN RETURN (SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3); END
 $fn$;
 
@@ -129,10 +130,11 @@ RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE pl
 SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
 SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT s.i::%s, array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.i::%s, '
+        'pg_catalog.array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
         '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
-        pg_typeof(id_type), id_column, features_column, source);
+        pg_catalog.pg_typeof(id_type), id_column, features_column, source);
 END
 $fn$;
 
@@ -144,7 +146,7 @@ DECLARE
                          WHERE attrelid = source AND attname = id_column AND NOT attisdropped);
 BEGIN
     IF id_type NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
-        RAISE EXCEPTION '%', format(
+        RAISE EXCEPTION '%', pg_catalog.format(
             'score_table: %s.%I is %s, not an integer; keep its type with %s.score_table(%L, %L, %L, NULL::%s)',
             source, id_column, id_type, 'tiny', source, id_column, features_column, id_type
         ) USING ERRCODE = 'datatype_mismatch';
@@ -164,11 +166,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;

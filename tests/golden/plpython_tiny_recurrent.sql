@@ -122,7 +122,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.score(sequence float8[], extra float8[])
 RETURNS integer LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
-    DECLARE nn_p float8[] := tiny.predict_proba(sequence, extra); BEGIN RETURN array_position(
+    DECLARE nn_p float8[] := tiny.predict_proba(sequence, extra); BEGIN RETURN pg_catalog.array_position(
         nn_p,
         greatest(nn_p[1], nn_p[2])
     ) - 1; END
@@ -132,8 +132,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    BEGIN RETURN (SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    BEGIN RETURN (SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3); END
 $fn$;
 
@@ -163,11 +164,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;

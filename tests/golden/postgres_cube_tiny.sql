@@ -26,19 +26,18 @@ DECLARE
     nn_total float8;
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
-    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING
-        ERRCODE = 'array_subscript_error'; END IF;
-    IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %', cardinality(
-        features
-    ) USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION 'tiny: features contains NULL values'
-        USING ERRCODE = 'null_value_not_allowed'; END IF;
-    IF array_lower(features, 1) <> 1 THEN features := features[
-        array_lower(features, 1):array_upper(features, 1)
+    IF pg_catalog.array_ndims(features) <> 1 THEN RAISE EXCEPTION
+        'tiny: features must be a one-dimensional array' USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %',
+        pg_catalog.cardinality(features) USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION
+        'tiny: features contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;
+    IF pg_catalog.array_lower(features, 1) <> 1 THEN features := features[
+        pg_catalog.array_lower(features, 1):pg_catalog.array_upper(features, 1)
     ]; END IF;
     IF (
         CASE WHEN greatest(nnsql.cube_distance(nnsql.cube(features[1:3]), '(0.0)'::nnsql.cube)) <=
-            3.4028234663852886e+38 AND array_position(features, 'NaN') IS NULL THEN false ELSE
+            3.4028234663852886e+38 AND pg_catalog.array_position(features, 'NaN') IS NULL THEN false ELSE
             nnsql.first_nonfinite(features) IS NOT NULL END
     ) THEN RAISE EXCEPTION
         'tiny: features holds NaN, infinity or a value beyond the float32 range at 0-based index %',
@@ -46,7 +45,7 @@ BEGIN
     c_hidden_x1 := nnsql.cube(features[1:3]);
     c_hidden_scale := greatest(nnsql.cube_distance(c_hidden_x1, '(0.0)'::nnsql.cube));
     IF c_hidden_scale > 16.0 THEN
-        c_hidden_scale := 2 ^ ceil(ln(c_hidden_scale / 16.0) / ln(2::float8));
+        c_hidden_scale := 2 ^ pg_catalog.ceil(pg_catalog.ln(c_hidden_scale / 16.0) / pg_catalog.ln(2::float8));
         c_hidden_scaled := nnsql.cube_chunks(features, 3, c_hidden_scale);
         c_hidden_x1 := c_hidden_scaled[1];
     ELSE c_hidden_scale := 1; END IF;
@@ -72,12 +71,12 @@ BEGIN
     c_output_x1 := nnsql.cube(v_hidden[1:2]);
     c_output_scale := greatest(nnsql.cube_distance(c_output_x1, '(0.0)'::nnsql.cube));
     IF c_output_scale > 8.0 THEN
-        c_output_scale := 2 ^ ceil(ln(c_output_scale / 8.0) / ln(2::float8));
+        c_output_scale := 2 ^ pg_catalog.ceil(pg_catalog.ln(c_output_scale / 8.0) / pg_catalog.ln(2::float8));
         c_output_scaled := nnsql.cube_chunks(v_hidden, 2, c_output_scale);
         c_output_x1 := c_output_scaled[1];
     ELSE c_output_scale := 1; END IF;
     c_output_row := nnsql.cube_distance('(-2.0, -2.0)'::nnsql.cube, c_output_x1) ^ 2 - 8.0;
-    IF array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
+    IF pg_catalog.array_position(v_hidden, 'NaN') IS NOT NULL THEN c_output_row := 'NaN'; END IF;
     v_output := ARRAY[
         c_output_scale * (
             c_output_row + 5.0 - (nnsql.cube_distance('(-1.0, -2.0)'::nnsql.cube, c_output_x1) ^ 2)
@@ -87,7 +86,10 @@ BEGIN
         ) / 2
     ];
     nn_peak := greatest(v_output[1], v_output[2]);
-    v_output := ARRAY[exp(greatest(v_output[1] - nn_peak, -700)), exp(greatest(v_output[2] - nn_peak, -700))];
+    v_output := ARRAY[
+        pg_catalog.exp(greatest(v_output[1] - nn_peak, -700)),
+        pg_catalog.exp(greatest(v_output[2] - nn_peak, -700))
+    ];
     nn_total := v_output[1] + v_output[2];
     v_output := ARRAY[v_output[1] / nn_total, v_output[2] / nn_total];
     RETURN v_output;
@@ -114,7 +116,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
 RETURNS integer LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
-    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN array_position(
+    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN pg_catalog.array_position(
         nn_p,
         greatest(nn_p[1], nn_p[2])
     ) - 1; END
@@ -124,8 +126,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    BEGIN RETURN (SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    BEGIN RETURN (SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3); END
 $fn$;
 
@@ -161,10 +164,11 @@ RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE pl
 SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
 SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT s.i::%s, array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.i::%s, '
+        'pg_catalog.array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
         '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
-        pg_typeof(id_type), id_column, features_column, source);
+        pg_catalog.pg_typeof(id_type), id_column, features_column, source);
 END
 $fn$;
 
@@ -176,7 +180,7 @@ DECLARE
                          WHERE attrelid = source AND attname = id_column AND NOT attisdropped);
 BEGIN
     IF id_type NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
-        RAISE EXCEPTION '%', format(
+        RAISE EXCEPTION '%', pg_catalog.format(
             'score_table: %s.%I is %s, not an integer; keep its type with %s.score_table(%L, %L, %L, NULL::%s)',
             source, id_column, id_type, 'tiny', source, id_column, features_column, id_type
         ) USING ERRCODE = 'datatype_mismatch';
@@ -196,11 +200,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;

@@ -19,15 +19,14 @@ DECLARE
     w_output_kernel float8[];
 BEGIN
     IF features IS NULL THEN RETURN NULL; END IF;
-    IF array_ndims(features) <> 1 THEN RAISE EXCEPTION 'tiny: features must be a one-dimensional array' USING
-        ERRCODE = 'array_subscript_error'; END IF;
-    IF cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %', cardinality(
-        features
-    ) USING ERRCODE = 'array_subscript_error'; END IF;
-    IF array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION 'tiny: features contains NULL values'
-        USING ERRCODE = 'null_value_not_allowed'; END IF;
-    IF array_lower(features, 1) <> 1 THEN features := features[
-        array_lower(features, 1):array_upper(features, 1)
+    IF pg_catalog.array_ndims(features) <> 1 THEN RAISE EXCEPTION
+        'tiny: features must be a one-dimensional array' USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.cardinality(features) <> 3 THEN RAISE EXCEPTION 'tiny: features must have 3 values, got %',
+        pg_catalog.cardinality(features) USING ERRCODE = 'array_subscript_error'; END IF;
+    IF pg_catalog.array_position(features, NULL) IS NOT NULL THEN RAISE EXCEPTION
+        'tiny: features contains NULL values' USING ERRCODE = 'null_value_not_allowed'; END IF;
+    IF pg_catalog.array_lower(features, 1) <> 1 THEN features := features[
+        pg_catalog.array_lower(features, 1):pg_catalog.array_upper(features, 1)
     ]; END IF;
     IF nnsql.first_nonfinite(features) IS NOT NULL THEN RAISE EXCEPTION
         'tiny: features holds NaN, infinity or a value beyond the float32 range at 0-based index %',
@@ -64,7 +63,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.score(features float8[])
 RETURNS integer LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 COST 100 SET search_path = pg_catalog, pg_temp AS $fn$
-    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN array_position(
+    DECLARE nn_p float8[] := tiny.predict_proba(features); BEGIN RETURN pg_catalog.array_position(
         nn_p,
         greatest(nn_p[1], nn_p[2])
     ) - 1; END
@@ -74,8 +73,9 @@ $fn$;
 CREATE OR REPLACE FUNCTION tiny.classes()
 RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $fn$
-    BEGIN RETURN (SELECT array_agg(t.label ORDER BY t.position)
-      FROM nnsql.models m, jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
+    BEGIN RETURN (SELECT pg_catalog.array_agg(t.label ORDER BY t.position)
+      FROM nnsql.models m,
+           pg_catalog.jsonb_array_elements_text(m.classes) WITH ORDINALITY AS t(label, position)
      WHERE m.name = 'tiny' AND m.version = 3); END
 $fn$;
 
@@ -111,10 +111,11 @@ RETURNS TABLE (id anyelement, score integer, probabilities float8[]) LANGUAGE pl
 SET search_path = pg_catalog, pg_temp SET min_parallel_table_scan_size = 0
 SET parallel_setup_cost = 1000 AS $fn$
 BEGIN
-    RETURN QUERY EXECUTE format(
-        'SELECT s.i::%s, array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
+    RETURN QUERY EXECUTE pg_catalog.format(
+        'SELECT s.i::%s, '
+        'pg_catalog.array_position(s.p, greatest(s.p[1], s.p[2])) - 1, s.p FROM '
         '(SELECT %I AS i, tiny.predict_proba(%I::float8[]) AS p FROM %s OFFSET 0) AS s',
-        pg_typeof(id_type), id_column, features_column, source);
+        pg_catalog.pg_typeof(id_type), id_column, features_column, source);
 END
 $fn$;
 
@@ -126,7 +127,7 @@ DECLARE
                          WHERE attrelid = source AND attname = id_column AND NOT attisdropped);
 BEGIN
     IF id_type NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
-        RAISE EXCEPTION '%', format(
+        RAISE EXCEPTION '%', pg_catalog.format(
             'score_table: %s.%I is %s, not an integer; keep its type with %s.score_table(%L, %L, %L, NULL::%s)',
             source, id_column, id_type, 'tiny', source, id_column, features_column, id_type
         ) USING ERRCODE = 'datatype_mismatch';
@@ -146,11 +147,11 @@ DECLARE
     grantee text;
 BEGIN
     FOR grantee IN
-        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, aclexplode(p.proacl) AS a
+        SELECT DISTINCT a.grantee::regrole::text FROM pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = 'tiny'::regnamespace AND p.proname = 'score'
            AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner
     LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', 'tiny', grantee);
     END LOOP;
 END
 $grants$;

@@ -113,3 +113,49 @@ def test_weights_kept_outside_the_file_are_refused_and_never_published(
 
 def test_a_plain_tf_keras_h5_still_loads(clean):
     assert load_model(clean) is not None
+
+
+HOSTILE_NAME = "evil\nerror: forged line \x1b[31m"  # a line break and a terminal escape
+SHOWN_NAME = "evil\\nerror: forged line \\x1b[31m"
+
+
+def add_outside(kind: str, secrets: dict[str, Path]):
+    """A dataset (or link) under a hostile name beside the weights, whose data is the secret's."""
+
+    def add(file) -> str:
+        group = file.create_group(HOSTILE_NAME)
+        if kind == "external storage":
+            group.create_dataset("d", shape=(12,), dtype="<f4", external=[(str(secrets["raw"]), 0, 48)])
+            return str(secrets["raw"])
+        if kind == "virtual dataset":
+            layout = h5py.VirtualLayout(shape=(4, 3), dtype="<f4")
+            layout[...] = h5py.VirtualSource(str(secrets["h5"]), "secret", shape=(4, 3))
+            group.create_virtual_dataset("d", layout)
+            return f"{secrets['h5']}:secret"
+        group["d"] = h5py.ExternalLink(str(secrets["h5"]), "secret")
+        return f"{secrets['h5']}:secret"
+
+    return add
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_refusal_names_the_dataset_and_where_its_data_is_on_one_printable_line(
+    clean, secrets, tmp_path, case
+):
+    hostile = tmp_path / "hostile.h5"
+    shutil.copy(clean, hostile)
+    with h5py.File(hostile, "r+") as file:
+        where = add_outside(case, secrets)(file)
+    with pytest.raises(ExportError) as raised:
+        load_model(hostile)
+    message = str(raised.value)
+    assert message.isprintable(), message  # no line break, no escape: one line the terminal shows as is
+    assert f"{SHOWN_NAME}/d" in message and where in message, message
+    assert message.startswith("hostile.h5: ") and "outside the model file" in message
+
+
+def test_a_model_file_name_with_a_line_break_is_shown_escaped(clean, secrets, tmp_path):
+    hostile = with_kernel(clean, tmp_path / "m\nerror: forged.h5", external_link(secrets["h5"]))
+    with pytest.raises(ExportError) as raised:
+        load_model(hostile)
+    assert str(raised.value).isprintable() and "m\\nerror: forged.h5: " in str(raised.value)

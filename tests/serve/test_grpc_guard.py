@@ -139,3 +139,32 @@ def test_the_guard_runs_with_its_grpc_server_and_stops_with_it(live):
     assert watching.port == int(live.grpc_url.rsplit(":", 1)[1])
     live.grpc_server.stop(grace=None)
     assert not watching.thread.is_alive()
+
+
+class Counted(guard.Seen):
+    """A connection that counts how often it is compared with another (`==`, as `in` over a list does)."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        Counted.comparisons += 1
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def test_choosing_the_connections_to_close_is_linear_in_the_connections():
+    """5,000 connections, half of them one address's excess: choosing among them compares no two
+    connections (each is looked at once after the sort), where a membership test over the chosen list
+    compared each kept one with every chosen one (12.5 million comparisons)."""
+    count = 5_000
+    seen = [
+        Counted(fd, ("127.0.0.1", 9000), (f"127.0.{n % 2}.2", 40000 + n), float(n))
+        for n, fd in enumerate(range(100, 100 + count))
+    ]
+    Counted.comparisons = 0
+    chosen = guard.victims(seen, set(), per_client=1_250, total=2_000)
+    assert Counted.comparisons <= count  # at most one per connection
+    # each address loses its 1,250 oldest (the first 2,500 seen, alternating), then the 500 oldest of
+    # the 2,500 kept go for the total cap
+    assert [c.fd for c in chosen] == [c.fd for c in seen[:3_000]]
