@@ -24,6 +24,7 @@ from ..ir.kinds import check_classes
 from .base import Context, Outputs, positional_tensors
 from .layers import CONVERTERS
 from .model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
+from .model_copy import private_copy
 from .model_file import ModelFile, first_line, read_model_file
 from .model_limits import (
     DEFAULT_LIMITS,
@@ -234,17 +235,19 @@ def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
     (tf-keras), an HDF5 `.h5` or a SavedModel directory written by `tf.keras`. The configuration is read
     as data first: code in it (a Lambda, a custom object) is refused unless `trust_code`, and sizes
     beyond `limits` are refused before any weight is allocated, and a NaN or infinite weight once loaded.
-    One clear line for every refusal."""
-    model_file = read_model_file(path)
-    if not trust_code:
-        refuse_code(model_file)
-    check_sizes(model_file, limits, trust_code=trust_code)
-    if model_file.library == "keras":
-        model = load_keras(model_file, safe_mode=not trust_code)
-    elif model_file.format == "savedmodel" and not trust_code:
-        model = saved_model_from_config(model_file)
-    else:
-        model = load_tf_keras(model_file)
+    Every step reads one private copy of the file, taken first (model_copy.py): what is checked is what
+    loads. One clear line for every refusal."""
+    with private_copy(Path(path), limits.max_parameters) as local:
+        model_file = read_model_file(path, local)
+        if not trust_code:
+            refuse_code(model_file)
+        check_sizes(model_file, limits, trust_code=trust_code)
+        if model_file.library == "keras":
+            model = load_keras(model_file, safe_mode=not trust_code)
+        elif model_file.format == "savedmodel" and not trust_code:
+            model = saved_model_from_config(model_file)
+        else:
+            model = load_tf_keras(model_file)
     check_finite_weights(model)
     return model
 
@@ -253,7 +256,7 @@ def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:
     import keras  # deferred: importing TensorFlow takes seconds
 
     try:
-        return keras.saving.load_model(model_file.path, compile=False, safe_mode=safe_mode)
+        return keras.saving.load_model(model_file.local, compile=False, safe_mode=safe_mode)
     except Exception as error:  # Keras raises many types for a corrupt file
         raise ExportError(f"cannot load Keras model {model_file.path}: {first_line(error)}") from error
 
@@ -266,7 +269,7 @@ def load_tf_keras(model_file: ModelFile) -> Any:
 
     try:
         return tf_keras.models.load_model(
-            model_file.path, compile=False, custom_objects=legacy_tf_activations()
+            model_file.local, compile=False, custom_objects=legacy_tf_activations()
         )
     except Exception as legacy_error:
         if model_file.format != "h5":
@@ -276,7 +279,9 @@ def load_tf_keras(model_file: ModelFile) -> Any:
         import keras
 
         try:
-            return keras.saving.load_model(model_file.path, compile=False, custom_objects=keras_activations())
+            return keras.saving.load_model(
+                model_file.local, compile=False, custom_objects=keras_activations()
+            )
         except Exception as error:
             raise ExportError(
                 f"cannot load {model_file.path}: tf.keras said {first_line(legacy_error)!r}; "
@@ -308,7 +313,7 @@ def saved_model_from_config(model_file: ModelFile) -> Any:
         model = tf_keras.models.model_from_config(
             tf_keras_config(model_file), custom_objects=legacy_tf_activations()
         )
-        status = model.load_weights(str(model_file.path / "variables" / "variables"))
+        status = model.load_weights(str(model_file.local / "variables" / "variables"))
         status.assert_existing_objects_matched()
     except (tf.errors.OpError, AssertionError, ValueError, TypeError) as error:
         raise ExportError(f"cannot load {model_file.kind} {model_file.path}: {first_line(error)}") from None

@@ -29,12 +29,14 @@ class ModelFile:
 
     `library` is the Keras that wrote it and will read it: "keras" (Keras 3) or "tf_keras" (TensorFlow's
     legacy Keras 2). `config` is `{"class_name": ..., "config": ...}`, or None for a SavedModel without
-    Keras metadata (nothing can be checked before loading it)."""
+    Keras metadata (nothing can be checked before loading it). `local` is the copy read, `path` the
+    name shown."""
 
-    path: Path
+    path: Path  # as the user named it, for messages
     format: str  # "keras", "h5" or "savedmodel"
     library: str
     config: dict[str, Any] | None
+    local: Path  # the private copy every reader reads (model_copy.py)
 
     @property
     def kind(self) -> str:
@@ -48,42 +50,44 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def read_model_file(path: str | Path) -> ModelFile:
-    """The file's format, writer and configuration; one clear line when it is none of the three."""
+def read_model_file(path: str | Path, local: Path | None = None) -> ModelFile:
+    """The file's format, writer and configuration, read from `local` (the private copy of `path`,
+    model_copy.py; `path` itself if None); one clear line when it is none of the three."""
     path = Path(path)
-    if not path.exists():
+    local = path if local is None else local
+    if not local.exists():
         raise ExportError(f"model file not found: {path}")
-    if path.is_dir():
-        if (path / "saved_model.pb").is_file():
-            return read_saved_model(path)
+    if local.is_dir():
+        if (local / "saved_model.pb").is_file():
+            return read_saved_model(path, local)
         raise ExportError(f"{path} is a directory without saved_model.pb; expected {FORMATS}")
     if path.suffix in (".h5", ".hdf5"):
-        return read_h5(path)
+        return read_h5(path, local)
     if path.suffix != ".keras":
         raise ExportError(f"{path} is not a Keras model: expected {FORMATS}")
-    return read_keras(path)
+    return read_keras(path, local)
 
 
-def read_keras(path: Path) -> ModelFile:
-    if not zipfile.is_zipfile(path):
+def read_keras(path: Path, local: Path) -> ModelFile:
+    if not zipfile.is_zipfile(local):
         raise ExportError(f"{path} is not a valid .keras file (not a zip archive)")
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(local) as archive:
             info = archive.getinfo("config.json")
             if info.file_size > MAX_CONFIG_BYTES:
                 raise ExportError(f"{path}: config.json holds {info.file_size:,} bytes; refusing to read it")
             config = parse_json(archive.read(info), path)
     except (KeyError, zipfile.BadZipFile, OSError) as error:
         raise ExportError(f"cannot load Keras model {path}: {first_line(error)}") from None
-    return ModelFile(path, "keras", "keras", config)
+    return ModelFile(path, "keras", "keras", config, local)
 
 
-def read_h5(path: Path) -> ModelFile:
+def read_h5(path: Path, local: Path) -> ModelFile:
     """The `model_config` attribute; `keras_version` says which Keras wrote it (Keras 3 writes .h5 too)."""
     import h5py
 
     try:
-        with h5py.File(path, "r") as file:
+        with h5py.File(local, "r") as file:
             raw = file.attrs.get("model_config")
             version = file.attrs.get("keras_version", b"")
     except OSError as error:
@@ -92,17 +96,17 @@ def read_h5(path: Path) -> ModelFile:
         raise ExportError(f"{path} holds no model configuration (a weights-only file?); save the whole model")
     version = version.decode() if isinstance(version, bytes) else str(version)
     library = "keras" if version.startswith("3") else "tf_keras"
-    return ModelFile(path, "h5", library, parse_json(raw, path))
+    return ModelFile(path, "h5", library, parse_json(raw, path), local)
 
 
-def read_saved_model(path: Path) -> ModelFile:
+def read_saved_model(path: Path, local: Path) -> ModelFile:
     """The root object's class and configuration in keras_metadata.pb, which tf.keras writes beside the
     TensorFlow graph. The JSON is read as plain data (tf.keras decodes some of it into objects).
 
     A SavedModel without that file (Keras 3's `model.export()`, `tf.saved_model.save`) holds TensorFlow
     functions but no layers: no Keras can rebuild a model from it, trusted or not, so it is refused here
     with what to save instead."""
-    metadata_file = path / "keras_metadata.pb"
+    metadata_file = local / "keras_metadata.pb"
     if not metadata_file.is_file():
         raise ExportError(
             f"{path} is a SavedModel without Keras layers (what Keras 3's model.export() and "
@@ -114,10 +118,10 @@ def read_saved_model(path: Path) -> ModelFile:
     try:
         metadata.ParseFromString(metadata_file.read_bytes())
     except Exception as error:  # protobuf's DecodeError, or OSError
-        raise ExportError(f"cannot read {metadata_file}: {first_line(error)}") from None
+        raise ExportError(f"cannot read {path / metadata_file.name}: {first_line(error)}") from None
     roots = [node for node in metadata.nodes if node.node_path == "root"]
     if not roots:
-        raise ExportError(f"{metadata_file} describes no model (no root object)")
+        raise ExportError(f"{path / metadata_file.name} describes no model (no root object)")
     root = parse_json(roots[0].metadata, path)
     if not isinstance(root.get("config"), dict) or "layers" not in root["config"]:
         raise ExportError(
@@ -125,7 +129,7 @@ def read_saved_model(path: Path) -> ModelFile:
             "its TensorFlow graph could rebuild it; save it as a Sequential or functional model"
         )
     config = {"class_name": root["class_name"], "config": root["config"]}
-    return ModelFile(path, "savedmodel", "tf_keras", config)
+    return ModelFile(path, "savedmodel", "tf_keras", config, local)
 
 
 def nesting_depth(value: Any) -> int:

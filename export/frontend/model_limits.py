@@ -160,14 +160,14 @@ def stored_values(model: ModelFile) -> int:
     if model.format == "h5":
         import h5py
 
-        with h5py.File(model.path, "r") as file:
+        with h5py.File(model.local, "r") as file:
             refuse_data_outside(file, model.path.name)
             return dataset_values(file.get("model_weights", file))
     if model.format == "keras":
         return keras_archive_values(model)
     import tensorflow as tf
 
-    prefix = str(model.path / "variables" / "variables")
+    prefix = str(model.local / "variables" / "variables")
     try:
         shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     except Exception as error:  # TensorFlow raises its own types
@@ -178,7 +178,7 @@ def stored_values(model: ModelFile) -> int:
 def keras_archive_values(model: ModelFile) -> int:
     import h5py
 
-    with zipfile.ZipFile(model.path) as archive:
+    with zipfile.ZipFile(model.local) as archive:
         if "model.weights.h5" not in archive.namelist():
             return 0
         with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
