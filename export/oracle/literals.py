@@ -8,10 +8,28 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from nnsql.text import printable
+
 from ..codegen.sqltext import literal
+from ..errors import ExportError
 
 LITERAL_CHARACTERS = 8_000  # per literal of a long text: within PL/SQL's 32,767 bytes in any charset
 VALUES_PER_CALL = 400  # constructor arguments per append call: far below any parser limit
+
+
+def script_literal(text: str) -> str:
+    """A string literal that stays on its line of a script SQL*Plus runs. SQL*Plus reads a script line by
+    line whatever the quotes: inside a block, a line of "." alone ends it unrun and the next line is
+    one of its own commands (`HOST rm ...` runs a shell command), a line of "/" alone runs what came
+    before. So a text holding a line break or another control character is refused in one line; texts
+    only shown (a path) are written escaped (nnsql.text.printable) before they come here."""
+    found = next((character for character in text if not character.isprintable()), None)
+    if found is not None:
+        raise ExportError(
+            f"refusing to write {printable(text[:80])!r} into an Oracle script: it holds {found!r}, which "
+            "would end its line there (SQL*Plus reads scripts line by line)"
+        )
+    return literal(text)
 
 
 def float_literal(value: float) -> str:

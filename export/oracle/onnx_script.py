@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from nnsql.text import printable
+
 from ..codegen.generator import render_template
-from ..codegen.sqltext import literal
 from ..errors import ExportError
 from ..onnx import flat_model
 from ..onnx.flat_model import FlatModel, Verified
@@ -28,6 +29,7 @@ from ..onnx.flatten import FEATURES
 from ..publish import budget
 from ..publish.pipeline import ExportRequest, load_test_split
 from .generator import TEMPLATES, check_oracle_name
+from .literals import script_literal as literal
 from .onnx_engine import OPSET, TARGET, check_limits, metadata, metadata_parts
 from .script import (
     APPEND,
@@ -103,7 +105,7 @@ def install_script(
     first = first_width(built)
     inputs = [verified.samples.inputs[a.segment.name][chosen] for a in built.attributes]
     comment = (
-        f"nnsql model {names.name} version {names.version} from {request.model_path}; "
+        f"nnsql model {names.name} version {names.version} from {printable(str(request.model_path))}; "
         f"{verified.report.summary()} in onnxruntime at export ({verified.sample_source})"
     )
     context = {

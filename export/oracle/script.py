@@ -21,7 +21,8 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from tqdm import tqdm
 
-from ..codegen.sqltext import literal
+from nnsql.text import printable
+
 from ..ir import graph as ir
 from ..ir import kinds
 from ..publish import parity
@@ -30,6 +31,7 @@ from .generator import SQL_DIR, TEMPLATES, OracleGenerator, StoredChunk, stored_
 from .kept_check import check_rows
 from .literals import APPEND as APPEND  # the ONNX engine's scripts append with it too
 from .literals import array_calls, double_literal, doubles
+from .literals import script_literal as literal
 
 VALUES_PER_BLOCK = 8000  # values per anonymous block: keeps each block small to compile
 VERIFY_ROWS = 20  # sample rows embedded in the verify-and-switch script
@@ -210,10 +212,10 @@ def verify_and_switch_script(
         sha256=literal(graph.sha256()),
         input_spec=literal(input_spec_json(graph)),
         classes=literal(json.dumps(list(graph.classes))),
-        source=literal(str(request.model_path)),
+        source=literal(printable(str(request.model_path))),
         metadata=metadata_expression(prepared.metadata),
         bounds=bounds_expression(graph, request.tolerance),
-        sample_source=literal(f"{prepared.samples.source} ({rows} of them scored by the script)"),
+        sample_source=literal(printable(f"{prepared.samples.source} ({rows} of them scored by the script)")),
         dispatch_spec=generator.dispatch_spec(),
         dispatch_body=generator.dispatch_body(),
         check_compiled=check_compiled(generator.name),

@@ -99,7 +99,19 @@ $fn$;
 -- weighed by the cost of scoring, not by the table's size (features stored out of line leave a big
 -- table small): min_parallel_table_scan_size 0, and parallel_setup_cost what a worker pays to compile
 -- the scoring code, about 200 rows' worth.
-DROP FUNCTION IF EXISTS sig.score_table(regclass, text, text);
+-- The three-argument form is dropped only while it is that earlier one: a view that uses it (a reader's,
+-- in a schema of their own) makes DROP fail, and would have stopped every later export of the model.
+DO $score_table$
+DECLARE
+    earlier regprocedure := pg_catalog.to_regprocedure(
+        pg_catalog.format('%I.score_table(regclass, text, text)', 'sig'));
+BEGIN
+    IF earlier IS NOT NULL AND pg_catalog.pg_get_function_result(earlier)
+       <> 'TABLE(id bigint, score integer, probabilities double precision[])' THEN
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', earlier);
+    END IF;
+END
+$score_table$;
 CREATE OR REPLACE FUNCTION sig.score_table(
     source regclass, id_column text, features_column text, id_type anyelement
 )
