@@ -5,6 +5,7 @@ in the GRU config), load and export with parity; a file of no known format gets 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from tests import models
 from tests.export.executors import DuckDBExecutor
 
 
+@cache  # built once: the tests that score it against its file read the same model
 def legacy_mlp(seed: int = 4):
     """The CERN MLP as a tf.keras script writes it (Sequential with input_shape), seeded weights."""
     import tf_keras
@@ -32,6 +34,7 @@ def legacy_mlp(seed: int = 4):
     return model
 
 
+@cache
 def legacy_inclusive_classifier(seed: int = 5):
     """CERN's Inclusive Classifier, written the way its published worker code writes it."""
     import tf_keras
