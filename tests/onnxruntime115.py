@@ -9,6 +9,7 @@ A lock file serialises two runs that would create it at once.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import json
@@ -26,16 +27,24 @@ REQUIREMENTS = REPO / "requirements-ort115.txt"
 VENV = REPO / "build" / f"onnxruntime-{VERSION}"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
-# Scores one model on saved inputs inside that environment (it holds numpy and onnxruntime only).
+# Scores models on saved inputs inside that environment (it holds numpy and onnxruntime only): one request
+# a line on stdin (model, inputs and outputs files, tab-separated), one JSON answer a line on stdout. One
+# process serves a whole test process: starting Python and importing onnxruntime costs half a second of
+# CPU, which one process per scored model paid again for each of the forty models of the zoos.
 RUNNER = """
 import json, sys
 import numpy as np, onnxruntime
-model, inputs, outputs = sys.argv[1:4]
-session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
-with np.load(inputs) as saved:
-    results = session.run(None, {name: saved[name] for name in saved.files})
-np.savez(outputs, *results)
-print(json.dumps({"version": onnxruntime.__version__, "outputs": [o.name for o in session.get_outputs()]}))
+for line in sys.stdin:
+    model, inputs, outputs = line.rstrip("\\n").split("\\t")
+    try:
+        session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+        with np.load(inputs) as saved:
+            results = session.run(None, {name: saved[name] for name in saved.files})
+        np.savez(outputs, *results)
+        answer = {"version": onnxruntime.__version__, "outputs": [o.name for o in session.get_outputs()]}
+    except Exception as error:
+        answer = {"error": f"{type(error).__name__}: {error}"}
+    print(json.dumps(answer), flush=True)
 """
 
 
@@ -69,23 +78,54 @@ def create() -> None:
     subprocess.run([*install, "--only-binary=:all:", "-r", str(REQUIREMENTS)], check=True)
 
 
+class Runner:
+    """The environment's scoring process, started on first use and kept for the test process. Its
+    warnings share stdout with its answers (a pipe left unread could fill and block it): a line that is
+    not an answer is kept, to name what went wrong if the process ends."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+
+    def score(self, model: Path, inputs: Path, outputs: Path) -> dict:
+        if self.process is None or self.process.poll() is not None:
+            command = [str(ensure()), "-c", RUNNER]
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{model}\t{inputs}\t{outputs}\n")
+        self.process.stdin.flush()
+        said: list[str] = []
+        while not (line := self.process.stdout.readline()).startswith("{"):
+            if not line:  # the process ended: its own last words
+                self.process.wait()
+                raise RuntimeError(f"onnxruntime {VERSION} failed: {''.join(said).strip()[-2000:]}")
+            said.append(line)
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"onnxruntime {VERSION} failed: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        """End the process (no process outlives the tests)."""
+        if self.process is not None:
+            self.process.communicate()  # stdin closed: its loop ends
+            self.process = None
+
+
+RUNNING = Runner()
+atexit.register(RUNNING.close)
+
+
 def run(model: Path, feeds: dict[str, np.ndarray]) -> tuple[str, list[np.ndarray]]:
-    """onnxruntime 1.15.1's version string and outputs for `feeds` (a subprocess in its environment)."""
-    python = ensure()
+    """onnxruntime 1.15.1's version string and outputs for `feeds` (scored by the environment's process)."""
     with tempfile.TemporaryDirectory() as scratch:
         inputs, outputs = Path(scratch) / "inputs.npz", Path(scratch) / "outputs.npz"
         np.savez(inputs, **feeds)
-        done = subprocess.run(
-            [str(python), "-c", RUNNER, str(model), str(inputs), str(outputs)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"onnxruntime {VERSION} failed: {done.stderr.strip()[-2000:]}")
+        answer = RUNNING.score(model, inputs, outputs)
         with np.load(outputs) as saved:
             results = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-    return json.loads(done.stdout.strip().splitlines()[-1])["version"], results
+    return answer["version"], results
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ in the GRU config), load and export with parity; a file of no known format gets 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from tests import models
 from tests.export.executors import DuckDBExecutor
 
 
+@cache  # built once: the tests that score it against its file read the same model
 def legacy_mlp(seed: int = 4):
     """The CERN MLP as a tf.keras script writes it (Sequential with input_shape), seeded weights."""
     import tf_keras
@@ -32,6 +34,7 @@ def legacy_mlp(seed: int = 4):
     return model
 
 
+@cache
 def legacy_inclusive_classifier(seed: int = 5):
     """CERN's Inclusive Classifier, written the way its published worker code writes it."""
     import tf_keras
@@ -85,7 +88,9 @@ def test_legacy_mlp_scores_in_duckdb(saved, tmp_path, fmt):
 @pytest.mark.duckdb
 def test_legacy_inclusive_classifier_scores_padded_events_in_duckdb(saved, tmp_path):
     executor = DuckDBExecutor(tmp_path)
-    assert executor.export(saved["ic", "h5"], "ic") == 0
+    # A loaded machine scores the 801-step macro at 3 s a row: the gate's minimum of 10 rows may outlast
+    # the default 20 s (seen at a load average of 11); refusing for time is test_budget.py's.
+    assert executor.export(saved["ic", "h5"], "ic", "--parity-seconds", "600") == 0
     particles, hlf = models.padded_events(4, seed=3)
     rows = executor.predict_rows("ic", particles, hlf)
     expected = legacy_inclusive_classifier().predict([particles, hlf], verbose=0)

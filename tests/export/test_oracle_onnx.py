@@ -23,8 +23,10 @@ TOLERANCE = 1e-5  # float32 parity, as every target
 
 @pytest.fixture(scope="module")
 def ort115():
-    """The onnxruntime 1.15.1 environment (made once under build/, see tests/onnxruntime115.py)."""
-    return onnxruntime115.ensure()
+    """The onnxruntime 1.15.1 environment (made once under build/, see tests/onnxruntime115.py); its
+    scoring process ends with the module."""
+    yield onnxruntime115.ensure()
+    onnxruntime115.RUNNING.close()
 
 
 def export(model_path, directory, name, *extra: str) -> int:
@@ -293,3 +295,30 @@ def test_token_indices_are_cast_back_to_integers(tmp_path, ort115):
     x = np.random.default_rng(6).integers(0, 50, (10, 12)).astype(np.int32)
     actual = scored_in_ort115(tmp_path / "out", "tokens", [x])
     assert np.abs(actual - model.predict(x, verbose=0)).max() <= TOLERANCE
+
+
+def test_one_onnxruntime_1_15_process_scores_every_model(tmp_path, ort115):
+    """Files are scored by one process of the 1.15.1 environment, not one per file; a file it cannot load
+    is its error in one line, and the process scores the next file; closing it ends it."""
+    import onnx.helper as make
+
+    relu = make.make_graph(
+        [make.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [make.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 3])],
+        [make.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 3])],
+    )
+    model = make.make_model(relu, opset_imports=[make.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(tmp_path / "relu.onnx"))
+    x = np.array([[-1.0, 2.0, -3.0]], dtype=np.float32)
+    assert onnxruntime115.run(tmp_path / "relu.onnx", {"x": x})[1][0].tolist() == [[0.0, 2.0, 0.0]]
+    process = onnxruntime115.RUNNING.process
+    assert process is not None and process.poll() is None
+    with pytest.raises(RuntimeError) as refused:
+        onnxruntime115.run(tmp_path / "missing.onnx", {"x": x})
+    assert "NO_SUCHFILE" in str(refused.value) and "\n" not in str(refused.value)
+    version, outputs = onnxruntime115.run(tmp_path / "relu.onnx", {"x": -x})
+    assert version == onnxruntime115.VERSION and outputs[0].tolist() == [[1.0, 0.0, 3.0]]
+    assert onnxruntime115.RUNNING.process is process
+    onnxruntime115.RUNNING.close()
+    assert process.poll() is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -63,11 +64,17 @@ def scored(spark, prepared: Prepared, sql: str, rows: np.ndarray | None = None) 
     return [row[0] for row in spark.sql(sql + " ORDER BY _nn_row").collect()]
 
 
+# Each model file loaded once: the Inclusive Classifier's is read by three tests.
+LOADED: dict[Path, Any] = {}
+
+
 def keras_scores(path: Path, prepared: Prepared, rows: np.ndarray) -> np.ndarray:
     import keras
 
+    if path not in LOADED:
+        LOADED[path] = keras.saving.load_model(path)
     feeds = [prepared.samples.inputs[spec.name][rows] for spec in prepared.graph.inputs]
-    return keras.saving.load_model(path).predict(feeds if len(feeds) > 1 else feeds[0], verbose=0)
+    return LOADED[path].predict(feeds if len(feeds) > 1 else feeds[0], verbose=0)
 
 
 @pytest.fixture(scope="module")
