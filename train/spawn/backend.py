@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -83,12 +85,20 @@ def collected_model(target: Path, printed: Sequence[Path] = ()) -> Path | None:
 
 
 def write_record(run_dir: Path, **fields: object) -> None:
-    """Merge fields into runs/<id>/run.json (backend, workers, state, timing...)."""
-    path = run_dir / "run.json"
-    record = json.loads(path.read_text()) if path.exists() else {}
-    record.update(fields)
+    """Merge fields into runs/<id>/run.json (backend, workers, state, timing...).
+
+    The run's supervisor and the user's session (`stop()`, a notebook's `wait()`) write and read it at the
+    same time: the merge holds a lock on runs/<id>/run.lock, and the new text replaces the file at once
+    (written beside it, then renamed), so that a reader never sees a file half-written."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    path = run_dir / "run.json"
+    with (run_dir / "run.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = json.loads(path.read_text()) if path.exists() else {}
+        record.update(fields)
+        written = run_dir / f".run.json.{os.getpid()}"
+        written.write_text(json.dumps(record, indent=2, default=str) + "\n")
+        os.replace(written, path)
 
 
 def read_record(run_dir: Path) -> dict:
