@@ -6,10 +6,15 @@ no file (inode 0): only connections a worker took in are counted as held.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ESTABLISHED = "01"
 
@@ -49,3 +54,29 @@ def holders(port: int, clients: list[socket.socket], pids: list[int]) -> Counter
     owner = {inode: pid for pid in pids for inode in held_sockets(pid)}
     ends = server_ends(port)
     return Counter(owner.get(ends.get(client.getsockname(), 0)) for client in clients)
+
+
+@contextmanager
+def serving(server: Any, listener: socket.socket, seconds: float) -> Iterator[None]:
+    """nnsql's HTTP Server (serve/server.py) accepting on `listener` from an event loop of its own thread,
+    for the block; then closed with a grace of one second and its thread joined."""
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start(listener))
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(seconds)
+    try:
+        yield
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(grace=1), loop).result(seconds)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(seconds)

@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import SkipTest
@@ -43,6 +44,7 @@ from unittest import SkipTest
 from sybil import Document, Example, Region
 from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, RawFencedCodeBlockLexer
 from sybil.parsers.markdown.skip import SkipParser
+from sybil.typing import Evaluator
 
 from tests.fixtures import free_port
 
@@ -81,14 +83,27 @@ def fenced_blocks(document: Document) -> list[Region]:
     return regions
 
 
-def databases(document: Document) -> list[Region]:
-    """The `<!-- runs-in: ... -->` comments: where the page's next `sql` blocks run."""
+def comment_marks(
+    document: Document,
+    directive: str,
+    arguments: str,
+    parse: Callable[[Region], object],
+    evaluator: Evaluator,
+) -> list[Region]:
+    """A page's `<!-- directive: ... -->` comments, each parsed by `parse`, evaluated by `evaluator`."""
     regions = []
-    for region in DirectiveInHTMLCommentLexer("runs-in", arguments=".+?")(document):
-        region.parsed = region.lexemes["arguments"].split()
-        region.evaluator = choose_database
+    for region in DirectiveInHTMLCommentLexer(directive, arguments=arguments)(document):
+        region.parsed = parse(region)
+        region.evaluator = evaluator
         regions.append(region)
     return regions
+
+
+def databases(document: Document) -> list[Region]:
+    """The `<!-- runs-in: ... -->` comments: where the page's next `sql` blocks run."""
+    return comment_marks(
+        document, "runs-in", ".+?", lambda region: region.lexemes["arguments"].split(), choose_database
+    )
 
 
 def choose_database(example: Example) -> None:
@@ -99,12 +114,9 @@ def choose_database(example: Example) -> None:
 
 def same_as_marks(document: Document) -> list[Region]:
     """The `<!-- same-as: PATH -->` comments: the next block repeats one that page PATH runs."""
-    regions = []
-    for region in DirectiveInHTMLCommentLexer("same-as", arguments=".+?")(document):
-        region.parsed = region.lexemes["arguments"].strip()
-        region.evaluator = mark_same_as
-        regions.append(region)
-    return regions
+    return comment_marks(
+        document, "same-as", ".+?", lambda region: region.lexemes["arguments"].strip(), mark_same_as
+    )
 
 
 def mark_same_as(example: Example) -> None:
@@ -142,12 +154,9 @@ def check_same_as(session: PageSession, source: str, where: str) -> None:
 
 def rehearsals(document: Document) -> list[Region]:
     """The `<!-- rehearsal: sh ... -->` comments, run as shell blocks."""
-    regions = []
-    for region in DirectiveInHTMLCommentLexer("rehearsal", arguments="sh")(document):
-        region.parsed = ("rehearsal", str(region.lexemes["source"]))
-        region.evaluator = evaluate
-        regions.append(region)
-    return regions
+    return comment_marks(
+        document, "rehearsal", "sh", lambda region: ("rehearsal", str(region.lexemes["source"])), evaluate
+    )
 
 
 def parse(path: Path) -> Document:

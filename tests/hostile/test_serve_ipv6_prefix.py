@@ -8,14 +8,12 @@ addresses of two /64s, so nothing of the machine's own network is touched."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -103,38 +101,25 @@ def grpc_guard_scenario() -> None:
 
 
 def http_scenario() -> None:
-    import uvloop
-
     from nnsql.serve.server import Limits, Server
+    from tests.sockets import serving
 
     set_up_addresses()
     listener = socket.create_server((SERVER, 0), family=socket.AF_INET6, backlog=64)
     port = listener.getsockname()[1]
-    loop = uvloop.new_event_loop()
     server = Server(None, lambda *request: 0, Limits(max_client_connections=CAP, threads=1), SERVER, port)
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start(listener))
-        started.set()
-        loop.run_forever()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert started.wait(SECONDS)
-    clients = [connect(port, source) for source in ONE_HOST + OTHER_HOST]
-    answers = []
-    for client in clients:
-        client.settimeout(1.0)
-        try:
-            answers.append(client.recv(4096).split(b"\r\n")[0].decode())
-        except TimeoutError:
-            answers.append("open")
-    print(json.dumps(answers))
-    for client in clients:
-        client.close()
-    asyncio.run_coroutine_threadsafe(server.close(grace=1), loop).result(SECONDS)
-    loop.call_soon_threadsafe(loop.stop)
+    with serving(server, listener, SECONDS):
+        clients = [connect(port, source) for source in ONE_HOST + OTHER_HOST]
+        answers = []
+        for client in clients:
+            client.settimeout(1.0)
+            try:
+                answers.append(client.recv(4096).split(b"\r\n")[0].decode())
+            except TimeoutError:
+                answers.append("open")
+        print(json.dumps(answers))
+        for client in clients:
+            client.close()
 
 
 @namespaced

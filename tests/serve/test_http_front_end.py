@@ -4,17 +4,15 @@ targets that are not paths. The real app and gate on a real loopback socket, in 
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
-import threading
 import time
 
 import pytest
-import uvloop
 
 from nnsql.serve.app import create_app
 from nnsql.serve.server import MAX_PIPELINED, Limits, Server
+from tests.sockets import serving
 
 KEY = b"Authorization: Bearer k3y\r\n"
 READY = b"GET /v2/health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -28,23 +26,9 @@ def front_end(onnx_repo, tmp_path_factory):
     keys.write_text("k3y\n")
     app = create_app({"REPO": str(onnx_repo), "POLL_SECONDS": 0, "API_KEY_FILE": str(keys)})
     listener = socket.create_server(("127.0.0.1", 0))
-    loop = uvloop.new_event_loop()
     server = Server(app, app.extensions["gate"].admit, Limits(threads=2), "127.0.0.1")
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start(listener))
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10)
-    yield listener.getsockname()[1]
-    asyncio.run_coroutine_threadsafe(server.close(grace=1), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving(server, listener, 10):
+        yield listener.getsockname()[1]
     listener.close()
     app.extensions["repository"].close()
 
