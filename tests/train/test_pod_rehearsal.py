@@ -81,10 +81,13 @@ def test_a_pod_that_cannot_get_tf_keras_stops_in_one_line_and_is_not_restarted(c
     empty_index = tmp_path / "no-index"
     empty_index.mkdir()
     pods = pod_rehearsal.rehearse(documents, tmp_path / "cluster", image, empty_index)
-    assert 3 in [pod.exit_code for pod in pods]  # the first to fail; the group is then stopped (-9)
+    assert all(pod.exit_code in (3, -9) for pod in pods)
+    failed = [pod for pod in pods if pod.exit_code == 3]  # the first to fail; the group is then stopped (-9)
+    assert failed
     for pod in pods:
-        assert pod.exit_code in (3, -9)
         last = pod.log.strip().splitlines()[-1]
+        if pod.exit_code == -9 and "installing tf-keras~=2.21.0" in last:
+            continue  # stopped with the group while its own pip was still at work (a clean clone's run)
         assert last.startswith("nnsql: error: could not install tf-keras~=2.21.0")
         assert "train/spawn/image/Containerfile" in last and "--keras 3" in last
         assert control.causes(pod.log) == {last}  # the same cause twice in a row ends the run
