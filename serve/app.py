@@ -159,7 +159,7 @@ def register_hooks(app: Flask) -> None:
             method=incoming.method,
             path=incoming.path,
             status=response.status_code,
-            ms=round(1000 * (time.perf_counter() - started), 3) if started else 0.0,
+            ms=round(1e6 * (time.perf_counter() - started)) / 1000 if started else 0.0,
             model=getattr(context, "model_name", None),
             bytes_in=accesslog.bytes_in(incoming.environ),
             bytes_out=response.calculate_content_length() or 0,

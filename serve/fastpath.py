@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
-from flask import Flask, g
+from flask import Flask
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES, parse_options_header
 from werkzeug.wsgi import get_input_stream
@@ -50,13 +50,13 @@ class V2Inference:
         if match is None:
             return self.wsgi_app(environ, start_response)
         started = time.perf_counter()
-        with self.app.app_context():
-            g.started = started
+        with self.app.app_context() as context:
+            context.g.started = started
             status, headers, body = self.answer(environ, match["name"], match["version"])
             headers += [(name, value) for name, value in web.SECURITY_HEADERS.items()]
             headers += list(self.gate.cors_headers(environ.get("HTTP_ORIGIN")).items())
             headers.append(("Content-Length", str(len(body))))
-            self.log(environ, path, status, started, len(body))
+            self.log(environ, path, status, started, len(body), context.g)
         start_response(f"{status} {HTTP_STATUS_CODES.get(status, 'UNKNOWN').upper()}", headers)
         return [body]
 
@@ -72,15 +72,17 @@ class V2Inference:
             self.app.logger.exception("unexpected error")
             return error_answer(500, f"internal error ({type(error).__name__})")
 
-    def log(self, environ: dict, path: str, status: int, started: float, size: int) -> None:
+    def log(self, environ: dict, path: str, status: int, started: float, size: int, context: Any) -> None:
+        """The entry, with the least work a request can do: in a busy worker each step is cold by its
+        turn (the app context's `g` read without its proxy, the ms rounded without round(x, 3)'s dtoa)."""
         if not accesslog.ACCESS_LOG.isEnabledFor(logging.INFO):
             return
         accesslog.log(
             method="POST",
             path=path,
             status=status,
-            ms=round(1000 * (time.perf_counter() - started), 3),
-            model=getattr(g._get_current_object(), "model_name", None),
+            ms=round(1e6 * (time.perf_counter() - started)) / 1000,
+            model=getattr(context, "model_name", None),
             bytes_in=accesslog.bytes_in(environ),
             bytes_out=size,
         )

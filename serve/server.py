@@ -556,7 +556,7 @@ def log_refusal(incoming: Incoming | None, refusal: Refusal) -> None:
         method=incoming.method if incoming is not None else "",
         path=path,
         status=refusal.status,
-        ms=round(1000 * (time.monotonic() - incoming.started), 3) if incoming is not None else 0.0,
+        ms=round(1e6 * (time.monotonic() - incoming.started)) / 1000 if incoming is not None else 0.0,
         model=None,
         bytes_in=incoming.size if incoming is not None else 0,
         bytes_out=len(orjson.dumps({"error": refusal.message})),

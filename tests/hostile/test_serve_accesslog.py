@@ -72,7 +72,7 @@ def test_entries_stay_bounded_while_the_output_is_blocked():
     try:
         for number in range(ENTRIES):
             accesslog.log(method="GET", path=f"/{number}", status=404)
-        waiting = accesslog._queue.qsize() if accesslog._queue is not None else 0
+        waiting = accesslog.waiting()
     finally:
         draining = drain(reader)
         accesslog.stop(listener)

@@ -1,5 +1,5 @@
-"""The access log is written by a thread of its own: a stalled log stream never holds a request, and
-every line is written, in order, by the time the server has stopped."""
+"""The access log is written by a thread of its own: a stalled log stream never holds a request, every
+line is written, in order, by the time the server has stopped, and an idle writer does not wake."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import threading
+import time
+from pathlib import Path
 
 import requests
 
@@ -139,3 +141,55 @@ def test_a_record_that_is_not_utf8_loses_no_line_of_its_turn(caplog, tmp_path):
         "[worker 0] model m\\udcff not loaded",
         '[worker 0] {"method":"GET","path":"/v2/health/live","status":200}',
     ]
+
+
+def wakeups(thread: threading.Thread) -> int:
+    """The times a thread of this process was switched out so far (Linux /proc)."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+
+
+def written(stream: io.StringIO, count: int) -> bool:
+    """Wait until `count` lines are in the stream (at most a minute: a loaded machine)."""
+    deadline = time.monotonic() + 60
+    while stream.getvalue().count("\n") < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return stream.getvalue().count("\n") >= count
+
+
+def test_an_idle_writer_sleeps_until_an_entry_comes(caplog):
+    """Once its lines are written, the writer sleeps until the next entry: it used to wake every 50 ms,
+    each time taking Python's lock from the request threads of a busy worker."""
+    caplog.set_level(logging.INFO, logger="serve.access")
+    stream = io.StringIO()
+    writer = accesslog.start(stream)
+    try:
+        accesslog.log(method="GET", path="/v2", status=200)
+        assert written(stream, 1)
+        seen = []
+        for _ in range(10):  # a second: the writer is asleep by the second half, whatever the load
+            seen.append(wakeups(writer.thread))
+            time.sleep(0.1)
+        accesslog.log(method="GET", path="/v2/health/live", status=200)
+        assert written(stream, 2)  # and the next entry wakes it
+    finally:
+        accesslog.stop(writer)
+    assert seen[-1] == seen[-6], seen
+    assert paths(stream.getvalue()) == ["/v2", "/v2/health/live"]
+
+
+def test_a_full_turn_of_entries_is_written_before_the_turn_ends(caplog, monkeypatch):
+    """The writer's turn is long (few turns: each takes Python's lock from the requests); entries that
+    fill a turn wake it early, so a burst is written rather than dropped past MAX_PENDING."""
+    caplog.set_level(logging.INFO, logger="serve.access")
+    monkeypatch.setattr(accesslog, "POLL_SECONDS", 3600.0)
+    stream = io.StringIO()
+    writer = accesslog.start(stream)
+    try:
+        asked = [f"/v2/models/m{n}/ready" for n in range(accesslog.FULL_TURN)]
+        for path in asked:
+            accesslog.log(method="GET", path=path, status=200)
+        assert written(stream, len(asked))  # within the hour's turn
+    finally:
+        accesslog.stop(writer)
+    assert paths(stream.getvalue()) == asked
