@@ -206,14 +206,15 @@ def check_labels(labels: Any) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def read_metadata(model_path: Path) -> dict[str, Any]:
+def read_metadata(model_path: Path, shown: Path | None = None) -> dict[str, Any]:
     """The `metadata.json` written beside the model by training, or {} when there is none; its class
-    labels checked (check_labels)."""
-    path = model_path.parent / "metadata.json"
-    if not path.exists():
+    labels checked (check_labels). `shown`: the file named in messages (the user's, for a copy's)."""
+    read = model_path.parent / "metadata.json"
+    path = read if shown is None else shown
+    if not read.exists():
         return {}
     try:
-        metadata = json.loads(path.read_text())
+        metadata = json.loads(read.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ExportError(f"cannot read {path}: {first_line(error)}") from None
     if not isinstance(metadata, dict):
@@ -234,11 +235,13 @@ LABEL_KEY_LOOKALIKES = ("class_names", "class_labels", "label_names", "labels", 
 
 @dataclass(frozen=True)
 class OpenedModel:
-    """A loaded Keras model and the loss its file was compiled with (as saved, or None), both read from
-    the one private copy of the file (export/frontend/model_snapshot.py)."""
+    """A loaded Keras model, the loss its file was compiled with (as saved, or None) and the metadata.json
+    beside it ({} when there is none), all read from the one private copy of the file and of its
+    metadata, taken from the same directory (export/frontend/model_snapshot.py)."""
 
     model: Any
     loss: Any
+    metadata: dict[str, Any]
 
 
 def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -264,8 +267,9 @@ def open_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
             model = saved_model_from_config(model_file)
         else:
             model = load_tf_keras(model_file)
+        metadata = read_metadata(copy, shown=Path(printable(str(Path(path).parent / "metadata.json"))))
     check_finite_weights(model)
-    return OpenedModel(model, model_file.loss)
+    return OpenedModel(model, model_file.loss, metadata)
 
 
 def load_keras(model_file: ModelFile, *, safe_mode: bool) -> Any:

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ExportError
 from ..frontend import float64
 from ..frontend.base import Context
-from ..frontend.model import load_model, read_metadata
+from ..frontend.model import open_model
 from ..publish import budget, parity
 from ..publish.gate import fully_masked
 from ..publish.samples import SampleSet
@@ -172,8 +172,8 @@ def prepare(
     """Load the model, convert and flatten it, and check its parity on sample rows."""
     from .samples import keras_predict, sample_sets
 
-    keras_model = load_model(model_path)
-    metadata = read_metadata(model_path)
+    opened = open_model(model_path)  # the model and its metadata.json, from one copy of their directory
+    keras_model, metadata = opened.model, opened.metadata
     each = sample_sets(keras_model, rows, metadata)[0]  # fixed shapes: one set (flatten refuses others)
     # Keras's scores before the export (Keras exports called models), and what each row is compared with
     wanted, allowed = each.expected(

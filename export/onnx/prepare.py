@@ -17,7 +17,7 @@ from typing import Any
 
 from ..frontend import float64
 from ..frontend.keras_errors import running
-from ..frontend.model import open_model, read_metadata
+from ..frontend.model import open_model
 from ..frontend.outputs import OutputKinds, output_kinds
 from ..ir import graph as ir
 from ..publish.pipeline import Checked, ExportRequest, Signature, describe_kind
@@ -58,7 +58,7 @@ def prepare(
     (so publishing does not carry them over a second time)."""
     opened = open_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
     model = opened.model
-    metadata = read_metadata(request.model_path)
+    metadata = opened.metadata  # from the same directory, at the moment the model was copied
     read = output_kinds(model, opened.loss, request.output)
     kind, units = read.kinds[0], int(model.outputs[0].shape[-1])
     given = request.classes or tuple(metadata.get("classes", ()))

@@ -22,7 +22,6 @@ from nnsql.files import shipped
 from ..codegen.generator import Dialect, render_template
 from ..codegen.inputs import InputForm
 from ..codegen.procedural import ProceduralGenerator
-from ..codegen.sqltext import literal
 from ..errors import ExportError, InvalidName
 from ..ir import activations, kinds
 from ..ir import graph as ir
@@ -30,6 +29,7 @@ from ..names import check_model_name
 from ..publish import parity
 from ..target import Capabilities, emitted_kinds, register
 from .literals import entry_literal
+from .literals import script_literal as literal
 
 TARGET = "oracle"
 MAX_ARRAY_LEN = 1_000_000  # UTL_NLA_ARRAY_FLT is VARRAY(1000000) OF BINARY_FLOAT
@@ -131,6 +131,7 @@ def stored_chunks(graph: ir.Graph) -> Iterator[StoredChunk]:
 PLSQL = Dialect(
     target=TARGET,
     array_type="UTL_NLA_ARRAY_FLT",
+    literal=literal,  # every text stays on its line of a script SQL*Plus runs (export/oracle/literals.py)
     error="RAISE_APPLICATION_ERROR({code}, {message});",
     error_with_argument="RAISE_APPLICATION_ERROR({code}, {message} || {argument});",
     error_codes={"length": "-20001", "nulls": "-20002", "nonfinite": "-20003", "index": "-20004"},
@@ -172,7 +173,7 @@ class OracleGenerator(ProceduralGenerator):
     dialect = PLSQL
 
     def __init__(self, graph: ir.Graph, name: str, version: int) -> None:
-        super().__init__(graph, name, version)
+        super().__init__(graph, check_oracle_name(name), version)
         self.package = f"{name}_v{version}"
         self.padded = [spec.name for spec in graph.inputs if self.input_form(spec).pad is not None]
 
@@ -291,6 +292,7 @@ class OracleGenerator(ProceduralGenerator):
         context = super().context()
         context.update(
             package=self.package,
+            name_literal=literal(self.name),
             parameters=", ".join(self.parameters()),
             parameter_list=[f"{spec.name} UTL_NLA_ARRAY_FLT" for spec in self.graph.inputs],
             argument_list=[spec.name for spec in self.graph.inputs],

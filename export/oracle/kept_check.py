@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.sqltext import literal
 from ..ir import graph as ir
 from ..ir import kinds
 from ..publish import parity
 from .literals import APPEND, array_calls, double_literal, doubles
+from .literals import script_literal as literal
 
 ANSWER_COLUMNS = (
     "score",

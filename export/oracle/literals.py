@@ -32,6 +32,24 @@ def script_literal(text: str) -> str:
     return literal(text)
 
 
+def script_lines(text: str) -> str:
+    """`text`, generated code that one literal carries over several lines of a script (entry_literal), if
+    SQL*Plus reads none of its lines as its own: "." or "/" alone (ends the block unrun, or runs it), or
+    a line opening with "#" (SQLPREFIX: run at once as a SQL*Plus command, inside a block too); a line
+    holding another control character is refused as script_literal refuses it."""
+    for line in text.split("\n"):
+        stripped = line.strip()
+        found = next(
+            (character for character in line if not (character.isprintable() or character == "\t")), None
+        )
+        if stripped in (".", "/") or stripped.startswith("#") or found is not None:
+            raise ExportError(
+                f"refusing to write the line {printable(line[:80])!r} into an Oracle script: SQL*Plus "
+                "would read it as a command of its own"
+            )
+    return text
+
+
 def float_literal(value: float) -> str:
     """A BINARY_FLOAT literal that round-trips float32 exactly (9 significant digits)."""
     return "0f" if value == 0 else f"{float(value):.9g}f"
@@ -67,7 +85,7 @@ def entry_literal(script: str) -> str:
         lines.pop(0)
     if lines and lines[-1].strip() == "/":
         lines.pop()
-    text = "\n".join(lines)
+    text = script_lines("\n".join(lines))
     pieces = [
         literal(text[start : start + LITERAL_CHARACTERS]) for start in range(0, len(text), LITERAL_CHARACTERS)
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..frontend.model import at_sequence_length, open_model, read_metadata
+from ..frontend.model import at_sequence_length, open_model
 from ..names import check_model_name
 from ..publish.pipeline import ExportRequest
 from ..publish.samples import longest_sequence
@@ -33,6 +33,6 @@ def load(request: ExportRequest) -> Loaded:
     opened = open_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
     steps = request.sequence_length or longest_sequence(request.samples_file)
     model = at_sequence_length(opened.model, steps)
-    metadata = read_metadata(request.model_path)
+    metadata = opened.metadata  # from the same directory, at the moment the model was copied
     classes = request.classes or tuple(metadata.get("classes", ()))
     return Loaded(model=model, metadata=metadata, classes=classes, loss=opened.loss)

@@ -103,11 +103,11 @@ BEGIN
       INTO arguments FROM pg_catalog.jsonb_array_elements(spec) WITH ORDINALITY AS t(s, o);
     FOR asked IN SELECT pg_catalog.jsonb_object_keys(gate -> 'rows' -> 0 -> 'answers') LOOP
         conditions := conditions || pg_catalog.format(
-            ' OR (jsonb_typeof(r.value -> ''answers'' -> %L) <> ''null'' AND %s)', asked,
+            ' OR (pg_catalog.jsonb_typeof(r.value -> ''answers'' -> %L) <> ''null'' AND %s)', asked,
             CASE asked
                 WHEN 'score' THEN pg_catalog.format('(%I.score(%s))::float8 IS DISTINCT FROM (r.value -> ''answers'' ->> ''score'')::float8', model, arguments)
                 WHEN 'label' THEN pg_catalog.format('%I.label(%s) IS DISTINCT FROM r.value -> ''answers'' ->> ''label''', model, arguments)
-                WHEN 'labels' THEN pg_catalog.format('to_jsonb(%I.labels(%s)) IS DISTINCT FROM r.value -> ''answers'' -> ''labels''', model, arguments)
+                WHEN 'labels' THEN pg_catalog.format('pg_catalog.to_jsonb(%I.labels(%s)) IS DISTINCT FROM r.value -> ''answers'' -> ''labels''', model, arguments)
                 ELSE pg_catalog.format('NOT nnsql.close_to(%I.predict_proba(%s), r.value -> ''answers'' -> ''predict_proba'', (r.value ->> ''allowed'')::float8)', model, arguments)
             END);
     END LOOP;

@@ -7,7 +7,8 @@ where another role's look-alike with a closer argument type wins over pg_catalog
 the path is pinned too, so this is the second lock, and this test keeps it on every call.
 
 The names are pg_catalog's functions on the test server; the texts are read as SQL: comments, string
-literals and quoted identifiers are skipped, dollar-quoted bodies are read as code."""
+literals and quoted identifiers are skipped, dollar-quoted bodies are read as code, and so is the format
+string of every `format(...)` call (the SQL that `EXECUTE format(...)` builds and runs)."""
 
 from __future__ import annotations
 
@@ -56,14 +57,44 @@ def code_only(text: str) -> str:
 
 
 def bare_calls(text: str, functions: set[str]) -> list[str]:
-    """The calls of `functions` in SQL `text` that name no schema."""
+    """The calls of `functions` in SQL `text` that name no schema, the SQL of its format strings
+    included (what `EXECUTE pg_catalog.format('...')` runs)."""
     code = code_only(text)
     found = []
     for match in CALL.finditer(code):
         name, before = match.group(1), code[: match.start()].rstrip()
         if name.lower() in functions and not before.endswith("."):
             found.append(name)
+    for inner in format_strings(text, code):
+        found += bare_calls(inner, functions)
     return found
+
+
+FORMAT_CALL = re.compile(r"\bformat\s*\(", re.I)
+LITERAL = re.compile(r"[Ee]?'((?:[^']|'')*)'")
+
+
+def format_strings(text: str, code: str) -> list[str]:
+    """The format strings of `format(...)` calls in `text` (`code`: text with literals blanked, of the
+    same length), unquoted: the string literal that opens the arguments, with the literals that follow it
+    on the next lines (SQL joins them: 'SELECT ...' newline 'WHERE ...')."""
+    strings = []
+    for match in FORMAT_CALL.finditer(code):
+        pieces, position = [], after_white(text, match.end())
+        while literal := LITERAL.match(text, position):
+            pieces.append(literal.group(1).replace("''", "'"))
+            position = after_white(text, literal.end())
+            if "\n" not in text[literal.end() : position]:  # 'a' 'b' on one line is not one string
+                break
+        if pieces:
+            strings.append("".join(pieces))
+    return strings
+
+
+def after_white(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
 
 
 def python_sql(path: Path) -> list[tuple[int, str]]:
@@ -123,3 +154,15 @@ def test_the_scan_finds_bare_calls_and_skips_what_is_not_code():
         "AS $fn$ BEGIN RETURN exp(x); END $fn$; SELECT nnsql.max(1), t.max(2)"
     )
     assert bare_calls(text, functions) == ["pg_has_role", "exp"]
+
+
+def test_the_scan_reads_the_sql_of_format_strings():
+    """What `EXECUTE format(...)` runs is code too: its calls are found, its %I-qualified ones are not
+    bare, and literals inside it are skipped."""
+    functions = {"format", "to_jsonb", "exp", "max"}
+    text = (
+        "EXECUTE pg_catalog.format('SELECT to_jsonb(%I.labels(%s)) '\n"
+        "    'FROM t WHERE x = ''exp(1)'' AND pg_catalog.exp(1) > max(2)', a, b);\n"
+        "SELECT pg_catalog.format('%s', 'exp(0)'), upper('max(3)')"
+    )
+    assert bare_calls(text, functions) == ["to_jsonb", "max"]

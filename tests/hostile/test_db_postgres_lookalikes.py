@@ -229,3 +229,64 @@ def test_every_function_of_every_kernel_pins_its_search_path(database, cern_mlp_
     pinned = "search_path=pg_catalog, pg_temp"
     assert [name for name, config in rows if not config or config[0] != pinned] == []
     assert {entry.split("=")[0] for _, config in rows for entry in config[1:]} <= PLANNER_SETTINGS
+
+
+# Exact look-alikes: operators and types of the very signatures pg_catalog's take (`float8 = float8`,
+# `float8 * float8`, the type `float8` itself), in a schema Mallory owns that the roles' default path
+# names before pg_catalog. Where that path is in force they win (the earliest schema holding an exact
+# match does); every session nnsql opens and every function it creates searches pg_catalog and pg_temp
+# only, and pg_temp is never searched for operators or functions, so none of them is ever reached.
+EXACT_TYPES = ("float8", "int4", "int8")
+EXACT_OPERATORS = {"=": "boolean", "<>": "boolean", "<": "boolean", ">": "boolean", "<=": "boolean"}
+EXACT_OPERATORS |= {">=": "boolean", "+": None, "-": None, "*": None, "/": None}
+SEEN = (
+    "CREATE FUNCTION lair.seen() RETURNS boolean LANGUAGE plpgsql AS "
+    "$$BEGIN PERFORM pg_catalog.nextval('lair.calls'); RETURN true; END$$"
+)
+
+
+def exact_lookalikes() -> list[str]:
+    statements, count = [SEEN], itertools.count()
+    for name in (*EXACT_TYPES, "text", "jsonb", "bool"):  # `x::float8` would make one
+        statements.append(f"CREATE DOMAIN lair.{name} AS pg_catalog.{name} CHECK (lair.seen())")
+    for type_name, (operator, returns) in itertools.product(EXACT_TYPES, EXACT_OPERATORS.items()):
+        function, given = f"lair.exact_{next(count)}", f"pg_catalog.{type_name}"
+        statements.append(
+            f"CREATE FUNCTION {function}({given}, {given}) RETURNS {returns or given} LANGUAGE plpgsql "
+            f"AS $${BODY % f'operator {operator}({type_name}, {type_name})'}$$"
+        )
+        statements.append(
+            f"CREATE OPERATOR lair.{operator} (LEFTARG = {given}, RIGHTARG = {given}, FUNCTION = {function})"
+        )
+    return statements
+
+
+def test_exact_lookalikes_first_on_the_roles_path_are_never_called(database, cern_mlp_path, capsys):
+    with psycopg.connect(database.dsn(MALLORY), autocommit=True) as con:
+        con.execute(RECORDER)
+        for statement in exact_lookalikes():
+            con.execute(statement)
+    with database.admin() as con:
+        for role in (ALICE, SCORER):  # what a DBA, or a "$user" schema, could do to a role's sessions
+            con.execute(f"ALTER ROLE {role} IN DATABASE {database.dbname} SET search_path = lair, pg_catalog")
+    with psycopg.connect(database.dsn(SCORER), autocommit=True) as con:  # the trap works where in force
+        with pytest.raises(psycopg.errors.RaiseException, match="look-alike operator"):
+            con.execute("SELECT 2::pg_catalog.float8 * 3::pg_catalog.float8")
+        typed = "SELECT pg_catalog.pg_typeof(1::float8) = 'lair.float8'::pg_catalog.regtype"
+        assert con.execute(typed).fetchone()[0]
+    assert database.calls() == 2  # the operator's call, and the domain's check
+    with database.admin() as con:
+        con.execute("SELECT pg_catalog.setval('lair.calls', 1, false)")
+
+    for kernel in ("plpgsql", "cube"):
+        options = ("--kernel", kernel, "--grant-to", SCORER)
+        assert export(database.dsn(ALICE), cern_mlp_path, "mnist", *options) == 0, capsys.readouterr().err
+    with psycopg.connect(database.dsn(ALICE), autocommit=True) as con:
+        con.execute("CALL nnsql.activate('mnist', 1)")  # the plpgsql version again: its check runs
+    row = [0.5] * 784
+    with psycopg.connect(database.dsn(SCORER), autocommit=True) as con:
+        answer = con.execute("SELECT mnist.score(%s::pg_catalog.float8[])", [row]).fetchone()[0]
+        label = con.execute("SELECT mnist.label(%s::pg_catalog.float8[])", [row]).fetchone()[0]
+    assert answer == expected_class(cern_mlp_path, row)
+    assert label is not None
+    assert database.calls() == 0
