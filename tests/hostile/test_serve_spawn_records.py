@@ -83,7 +83,9 @@ def test_a_record_linked_to_another_file_is_not_read(tmp_path):
     os.symlink(elsewhere, run_dir / "run.json")
     done = child("read", run_dir)
     assert done.returncode == 2 and "s3cret" not in done.stdout + done.stderr
-    assert done.stdout.strip() == f"error: cannot read the run record {run_dir}/run.json: it is a symbolic link"
+    assert (
+        done.stdout.strip() == f"error: cannot read the run record {run_dir}/run.json: it is a symbolic link"
+    )
     assert json.loads(elsewhere.read_text()) == {"token": "s3cret"}
 
 
@@ -98,3 +100,29 @@ def test_a_run_directory_is_writable_by_its_user_alone_whatever_the_umask(tmp_pa
     finally:
         os.umask(before)
     assert spec.run_dir.stat().st_mode & 0o777 == 0o755
+
+
+def test_what_a_local_run_writes_no_other_user_may_replace(tmp_path):
+    """The chief's model under NNSQL_OUTPUT_DIR, its parents and the attempt's logs: a group member who
+    could write `shared/` (umask 002) could have swapped `shared/output` for a folder of theirs, or the
+    saved model.keras for another, before collection reported it as the trained model."""
+    from nnsql.train.spawn.__main__ import parse, prepare
+    from nnsql.train.spawn.control import run_job
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, pathlib\n"
+        "out = pathlib.Path(os.environ['NNSQL_OUTPUT_DIR'])\n"
+        "(out / 'model.keras').write_bytes(b'model')\n"
+        "(out / 'variables').mkdir()\n"
+    )
+    before = os.umask(0o002)
+    try:
+        backend, spec, settings = prepare(parse(["-w", "1", str(script)]), tmp_path / "runs")
+        run_job(backend, spec, settings)
+    finally:
+        os.umask(before)
+    made = [path for path in spec.run_dir.rglob("*") if not path.is_symlink()]
+    assert spec.run_dir / "shared" / "output" / "model.keras" in made
+    writable = [str(path.relative_to(spec.run_dir)) for path in made if path.stat().st_mode & 0o022]
+    assert not writable, f"writable by the group or others: {writable}"

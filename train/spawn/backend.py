@@ -90,6 +90,29 @@ def collected_model(target: Path, printed: Sequence[Path] = ()) -> Path | None:
     return found[0] if found else None
 
 
+def own_directory(path: Path) -> None:
+    """`path` and its missing parents, each made without group or other write whatever the umask (a shared
+    group's 002): under a run directory nobody else may write, nobody else can plant or swap anything."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o755, exist_ok=True)
+
+
+def own_file(path: Path) -> int:
+    """A descriptor writing `path` anew, made without group or other write, never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def worker_umask() -> int:
+    """The umask a run's processes get: the user's, without group or other write."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current | 0o022
+
+
 RECORD_BYTES = 1 << 20  # a run record holds a few hundred bytes
 
 
@@ -106,7 +129,7 @@ def write_record(run_dir: Path, **fields: object) -> None:
     file half-written. No name in the directory is opened through a link or waited on: whoever else may
     write the directory (a shared group's umask) cannot have this user write their file, or stop the run
     with a FIFO."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    own_directory(run_dir)
     path = run_dir / "run.json"
     lock = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
