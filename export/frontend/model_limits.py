@@ -176,14 +176,21 @@ def stored_values(model: ModelFile) -> int:
 
 
 def keras_archive_values(model: ModelFile) -> int:
+    """The values the archive's weights file stores; one line for a member that is not what it says (its
+    CRC or size wrong, not HDF5): Python's zipfile and h5py raise their own types."""
     import h5py
 
-    with zipfile.ZipFile(model.path) as archive:
-        if "model.weights.h5" not in archive.namelist():
-            return 0
-        with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
-            refuse_data_outside(file, f"{model.name}'s model.weights.h5")
-            return dataset_values(file)
+    try:
+        with zipfile.ZipFile(model.path) as archive:
+            if "model.weights.h5" not in archive.namelist():
+                return 0
+            with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
+                refuse_data_outside(file, f"{model.name}'s model.weights.h5")
+                return dataset_values(file)
+    except ExportError:
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, KeyError) as error:
+        raise ExportError(f"cannot read the weights of {model.shown}: {first_line(error)}") from None
 
 
 def refuse_data_outside(file: Any, shown: str) -> None:

@@ -57,6 +57,7 @@ class Admission:
         self.holding: dict[asyncio.Task, str] = {}  # calls holding their connection's turn
         self.stalled: OrderedDict[str, None] = OrderedDict()
         self.keyed_calls: OrderedDict[str, None] = OrderedDict()  # connections that carried a keyed call
+        self.started: OrderedDict[str, int] = OrderedDict()  # calls begun, by connection
 
     async def take_turn(self, task: asyncio.Task, peer: str) -> None:
         """Wait until no other call of the same connection waits for its message."""
@@ -80,6 +81,19 @@ class Admission:
         turn.wanted -= 1
         if turn.wanted == 0:
             del self.turns[peer]
+
+    def begun(self, peer: str) -> None:
+        """Count a call that reached this server's methods on connection `peer` (with a key if keys are
+        set): the connection guard sees that the bytes the connection sends carry calls."""
+        self.started[peer] = self.started.get(peer, 0) + 1
+        self.started.move_to_end(peer)
+        while len(self.started) > REMEMBERED:
+            self.started.popitem(last=False)
+
+    def activity(self) -> tuple[dict[str, int], set[str]]:
+        """The calls begun by connection, and the connections with a call in the room or waiting for its
+        turn; safe from another thread (copies made in C, under the GIL)."""
+        return dict(self.started), set(self.turns) | set(self.running.values())
 
     def keyed(self, peer: str) -> None:
         """Remember that `peer` carried a call that needs a key (with keys set): the connection guard

@@ -111,6 +111,7 @@ class Calls:
             size = 0
             try:
                 peer = context.peer()
+                self.admission.begun(peer)
                 await self.admission.take_turn(task, peer)
                 await self.admission.enter(task, peer)
                 received = [await self.receive(task, peer, requests, context)]

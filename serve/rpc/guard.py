@@ -11,12 +11,21 @@ then the oldest. grpc-core sees the connection end and frees it. grpcio's own ca
 (`headroom`), so that newcomers come in and the guard makes room for them, as the HTTP server does at
 its cap.
 
+A connection also goes, whatever the caps, once it has received more than `QUIET_BYTES` while no call
+began or ran on it (`activity` gives both): bytes that carry no call. grpc-core reads an endless header
+block (HEADERS, then CONTINUATION frames that never end it: no call ever begins) and kept about 300 MB
+per such connection, so 4 connections without a key grew a worker by 1.2 GB in 45 s. A call's own
+header block is at most 16 KiB, and its message arrives while the call is in the room, so a client's
+calls never come near the bound. Counted from the kernel's byte count (tcp_info, over netlink); where
+only /proc answers there is none, and this bound does not apply.
+
 Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
 been closed and reused since). An error is one warning line; the guard never stops the worker.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -29,10 +38,11 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ..clients import client_group
-from .sockets import Address, canonical, normal, port_sockets, socket_fds
+from .sockets import Address, Ends, canonical, normal, port_sockets, socket_fds
 
 LOG = logging.getLogger("nnsql.serve.rpc")
 INTERVAL = 0.2  # seconds between two looks
+QUIET_BYTES = 1 << 20  # bytes a connection may receive with no call begun or running on it
 PACE = 50  # a look's CPU time, times this, is the least pause after it (at most 2% of a core)
 
 
@@ -56,6 +66,7 @@ class Seen:
         return client_group(self.remote[0])
 
 
+@functools.lru_cache(maxsize=8192)
 def peer_address(peer: str) -> Address | None:
     """grpc's peer string (`ipv4:127.0.0.1:5000`; IPv6 percent-encoded, `ipv6:%5B::1%5D:5000`, its zone
     `%25eth0` too) as (host, port)."""
@@ -114,9 +125,13 @@ class ConnectionGuard:
         total: int,
         busy: Callable[[], list[str]],
         keyed: Callable[[], list[str]] = list,
+        activity: Callable[[], tuple[dict[str, int], set[str]]] | None = None,
     ) -> None:
         self.port, self.per_client, self.total, self.busy, self.keyed = port, per_client, total, busy, keyed
+        self.activity = activity
         self.first_seen: dict[int, float] = {}  # by inode
+        self.quiet: dict[int, tuple[int, int]] = {}  # by inode: bytes received, calls begun at its last call
+        self.foreign: set[int] = set()  # inodes of other processes' connections (other workers')
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, name="grpc-guard", daemon=True)
         self.warned: set[str] = set()
@@ -145,14 +160,30 @@ class ConnectionGuard:
 
     def look(self) -> int:
         """One look: shut down what is beyond the caps; how many were shut down."""
-        everyone = port_sockets(self.port)  # every process's: within the caps, so are this one's
+        received: dict[int, int] = {}
+        everyone = port_sockets(self.port, received)  # every process's: within the caps, so are this one's
         now = time.monotonic()
         self.first_seen = {inode: self.first_seen.get(inode, now) for inode in everyone}
-        if within(
+        flooding = self.carrying_no_call(everyone, received)
+        if not flooding and within(
             Counter(client_group(remote[0]) for _, remote in everyone.values()), self.per_client, self.total
         ):
             return 0
         fds = socket_fds()
+        self.foreign |= {inode for inode in flooding if inode not in fds}
+        flooded = [
+            c
+            for c in (Seen(fds[i], *everyone[i], self.first_seen[i]) for i in flooding if i in fds)
+            if shut(c)
+        ]
+        if flooded:
+            LOG.info(
+                "closed %d gRPC connection(s) that sent more than %d bytes carrying no call (from %s)",
+                len(flooded),
+                QUIET_BYTES,
+                flooded[0].client,
+            )
+            return len(flooded)  # the caps at the next look, without them
         seen = [Seen(fds[i], *ends, self.first_seen[i]) for i, ends in everyone.items() if i in fds]
         busy = {address for address in map(peer_address, self.busy()) if address is not None}
         keyed = frozenset(address for address in map(peer_address, self.keyed()) if address is not None)
@@ -166,6 +197,30 @@ class ConnectionGuard:
                 closed[0].client,
             )
         return len(closed)
+
+    def carrying_no_call(self, everyone: dict[int, Ends], received: dict[int, int]) -> list[int]:
+        """The connections (inodes) that received more than QUIET_BYTES since a call last began or ran on
+        them; other processes' connections look quiet too, and are left alone by the caller."""
+        if self.activity is None or not received:
+            return []
+        begun, active = self.activity()
+        calls = {address: count for peer, count in begun.items() if (address := peer_address(peer))}
+        running = {address for address in map(peer_address, active) if address is not None}
+        quiet, flooding = {}, []
+        self.foreign = {inode for inode in self.foreign if inode in everyone}
+        for inode, (_, remote) in everyone.items():
+            count = received.get(inode)
+            if count is None or inode in self.foreign:
+                continue
+            now, before = (count, calls.get(remote, 0)), self.quiet.get(inode, (0, 0))  # new: from its start
+            if remote in running or now[1] != before[1]:
+                quiet[inode] = now
+                continue
+            quiet[inode] = before
+            if count - before[0] > QUIET_BYTES:
+                flooding.append(inode)
+        self.quiet = quiet
+        return flooding
 
 
 def within(clients: Counter[str], per_client: int, total: int) -> bool:

@@ -191,7 +191,12 @@ def create_grpc_server(
         pool.shutdown(wait=False)
         raise OSError(f"cannot listen for gRPC on {address(host, port)}: the port is in use or not allowed")
     guard = ConnectionGuard(
-        bound, max_client_connections, max_connections, admission.busy_peers, admission.keyed_peers
+        bound,
+        max_client_connections,
+        max_connections,
+        admission.busy_peers,
+        admission.keyed_peers,
+        admission.activity,
     )
     return GrpcServer(server, pool, guard), bound
 

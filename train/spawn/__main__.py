@@ -124,7 +124,8 @@ def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Set
     if args.backend == "local":
         print(cli.limits.local_memory_note(cli.task_count(args)), file=sys.stderr)
     run_dir = (runs / run_id).resolve()
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True)  # new, so this user's: nobody else has planted anything in it
+    run_dir.chmod(run_dir.stat().st_mode & ~0o022)  # nor can, whatever the umask (a shared group's 002)
     latest.point_to(runs, run_dir)
     write_record(
         run_dir,

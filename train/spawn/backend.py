@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
+
+from nnsql.text import printable
 
 
 class Phase(StrEnum):
@@ -84,25 +90,89 @@ def collected_model(target: Path, printed: Sequence[Path] = ()) -> Path | None:
     return found[0] if found else None
 
 
+def own_directory(path: Path) -> None:
+    """`path` and its missing parents, each made without group or other write whatever the umask (a shared
+    group's 002): under a run directory nobody else may write, nobody else can plant or swap anything."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o755, exist_ok=True)
+
+
+def own_file(path: Path) -> int:
+    """A descriptor writing `path` anew, made without group or other write, never through a link."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def worker_umask() -> int:
+    """The umask a run's processes get: the user's, without group or other write."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current | 0o022
+
+
+RECORD_BYTES = 1 << 20  # a run record holds a few hundred bytes
+
+
+class RecordError(ValueError):
+    """A run directory's record that is not the file this user's runs write; one line."""
+
+
 def write_record(run_dir: Path, **fields: object) -> None:
     """Merge fields into runs/<id>/run.json (backend, workers, state, timing...).
 
     The run's supervisor and the user's session (`stop()`, a notebook's `wait()`) write and read it at the
-    same time: the merge holds a lock on runs/<id>/run.lock, and the new text replaces the file at once
-    (written beside it, then renamed), so that a reader never sees a file half-written."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    same time: the merge holds a lock on the run directory itself, and the new text replaces the file at
+    once (written beside it under a name nobody can guess, then renamed), so that a reader never sees a
+    file half-written. No name in the directory is opened through a link or waited on: whoever else may
+    write the directory (a shared group's umask) cannot have this user write their file, or stop the run
+    with a FIFO."""
+    own_directory(run_dir)
     path = run_dir / "run.json"
-    with (run_dir / "run.lock").open("a") as lock:
+    lock = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        record = json.loads(path.read_text()) if path.exists() else {}
+        record = read_json(path) if os.path.lexists(path) else {}
         record.update(fields)
-        written = run_dir / f".run.json.{os.getpid()}"
-        written.write_text(json.dumps(record, indent=2, default=str) + "\n")
-        os.replace(written, path)
+        descriptor, written = tempfile.mkstemp(prefix=".run.json.", dir=run_dir)  # O_EXCL, a random name
+        try:
+            with os.fdopen(descriptor, "w") as out:
+                out.write(json.dumps(record, indent=2, default=str) + "\n")
+            os.replace(written, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(written)
+            raise
+    finally:
+        os.close(lock)  # and the lock with it
 
 
 def read_record(run_dir: Path) -> dict:
     path = run_dir / "run.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"no run at {run_dir}")
-    return json.loads(path.read_text())
+    return read_json(path)
+
+
+def read_json(path: Path) -> dict:
+    """A run record, read only as a regular file of at most RECORD_BYTES: never through a link, and a
+    FIFO is neither waited on nor woken (O_NONBLOCK); RecordError in one line otherwise."""
+    shown = printable(str(path))
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        reason = "it is a symbolic link" if error.errno == errno.ELOOP else error.strerror
+        raise RecordError(f"cannot read the run record {shown}: {reason}") from None
+    with os.fdopen(descriptor, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_size > RECORD_BYTES:
+            raise RecordError(f"{shown} is not a run record (not a regular file, or too large); refusing it")
+        try:
+            record = json.loads(file.read(RECORD_BYTES + 1))
+        except ValueError:
+            raise RecordError(f"{shown} is not a run record (not JSON); refusing it") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"{shown} is not a run record (not a JSON object); refusing it")
+    return record

@@ -19,7 +19,7 @@ from nnsql.files import import_root, shipped
 from nnsql.text import printable
 
 from ..objectstore import STAGED_LINE
-from .backend import Phase, RunSpec, WorkerStatus, collected_model
+from .backend import Phase, RunSpec, WorkerStatus, collected_model, own_directory, own_file, worker_umask
 from .tfconfig import worker_env
 
 
@@ -166,10 +166,10 @@ class LocalBackend:
         self.started = self.started or time.time()
         for name in ("NNSQL_OUTPUT_DIR", "NNSQL_BACKUP_DIR"):  # there before the script starts
             if spec.env.get(name):
-                Path(spec.env[name]).mkdir(parents=True, exist_ok=True)
+                own_directory(Path(spec.env[name]))
         for index in range(spec.tasks):
             log_path = spec.run_dir / f"attempt-{attempt}" / f"worker-{index}.log"
-            log_path.parent.mkdir(parents=True, exist_ok=True)
+            own_directory(log_path.parent)
             env = {**os.environ, **spec.env, **worker_env(addresses, index, spec.ps), "PYTHONUNBUFFERED": "1"}
             # the script imports what it would import when run from here, and `python` or `pip` in --command
             # lines are this Python's, as in a pod they are the image's
@@ -177,18 +177,20 @@ class LocalBackend:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
             env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            with log_path.open("wb") as log:
+            with open(own_file(log_path), "wb") as log:
                 process = subprocess.Popen(
                     self.worker_command(spec),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stop() ends its children too
+                    umask=worker_umask(),  # what the script saves, no other user may replace
                 )
             self.processes.append(process)
             self.log_paths.append(log_path)
         pids = {str(i): p.pid for i, p in enumerate(self.processes)}
-        (spec.run_dir / "workers.json").write_text(json.dumps({"attempt": attempt, "pids": pids}) + "\n")
+        with open(own_file(spec.run_dir / "workers.json"), "w") as record:
+            record.write(json.dumps({"attempt": attempt, "pids": pids}) + "\n")
 
     def worker_command(self, spec: RunSpec) -> list[str]:
         command = [sys.executable, str(spec.script), *spec.args]
@@ -242,7 +244,7 @@ class LocalBackend:
             if path.is_dir():
                 copy_outputs(path, copy)
             else:
-                target.mkdir(parents=True, exist_ok=True)
+                own_directory(target)
                 shutil.copy2(path, copy)
             printed.append(copy)
         return collected_model(target, printed)
