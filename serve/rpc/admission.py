@@ -84,16 +84,18 @@ class Admission:
 
     def begun(self, peer: str) -> None:
         """Count a call that reached this server's methods on connection `peer` (with a key if keys are
-        set): the connection guard sees that the bytes the connection sends carry calls."""
+        set), or a call's message that came in: the connection guard sees that the bytes the connection
+        sends carry calls."""
         self.started[peer] = self.started.get(peer, 0) + 1
         self.started.move_to_end(peer)
         while len(self.started) > REMEMBERED:
             self.started.popitem(last=False)
 
     def activity(self) -> tuple[dict[str, int], set[str]]:
-        """The calls begun by connection, and the connections with a call in the room or waiting for its
-        turn; safe from another thread (copies made in C, under the GIL)."""
-        return dict(self.started), set(self.turns) | set(self.running.values())
+        """The calls begun and messages received by connection, and the connections with a call in the
+        room waiting for its message (whose bytes may still come: at most `capacity` of them); safe from
+        another thread (copies made in C, under the GIL)."""
+        return dict(self.started), {waiting.peer for waiting in list(self.waiting.values())}
 
     def keyed(self, peer: str) -> None:
         """Remember that `peer` carried a call that needs a key (with keys set): the connection guard
@@ -157,6 +159,8 @@ class Admission:
         """Its message is in: it can no longer be made to leave; its connection's next call may wait."""
         waiting = self.waiting.pop(task, None)
         self.running[task] = waiting.peer if waiting is not None else ""
+        if waiting is not None:
+            self.begun(waiting.peer)  # the bytes that came carried a message
         self.give_turn(task)
 
     def busy_peers(self) -> list[str]:

@@ -11,13 +11,18 @@ then the oldest. grpc-core sees the connection end and frees it. grpcio's own ca
 (`headroom`), so that newcomers come in and the guard makes room for them, as the HTTP server does at
 its cap.
 
-A connection also goes, whatever the caps, once it has received more than `QUIET_BYTES` while no call
-began or ran on it (`activity` gives both): bytes that carry no call. grpc-core reads an endless header
-block (HEADERS, then CONTINUATION frames that never end it: no call ever begins) and kept about 300 MB
-per such connection, so 4 connections without a key grew a worker by 1.2 GB in 45 s. A call's own
-header block is at most 16 KiB, and its message arrives while the call is in the room, so a client's
-calls never come near the bound. Counted from the kernel's byte count (tcp_info, over netlink); where
-only /proc answers there is none, and this bound does not apply.
+A connection also goes, whatever the caps, once it has received more than `QUIET_BYTES` since a call
+last began on it or a call's message last came in (`activity` gives both): bytes that carry no call.
+grpc-core reads an endless header block (HEADERS, then CONTINUATION frames that never end it: no call
+ever begins) and kept about 300 MB per such connection, so 4 connections without a key grew a worker by
+1.2 GB in 45 s. A call's own header block is at most 16 KiB; a connection with a call in the room
+waiting for its message may receive that message too (`message_bytes` more: the room holds few calls).
+A call merely waiting, or running, earns nothing more: a call held waiting for a message that never
+comes once let the same connection's endless header block grow a worker by 800 MB in 25 s. And the
+bytes that carry no call, summed over the connections, stay within `QUIET_TOTAL`: beyond it the
+connections that carried the most go first (600 connections of 1 MB each held 900 MB). Counted from the
+kernel's byte count (tcp_info, over netlink); where only /proc answers there is none, and these bounds
+do not apply.
 
 Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
 been closed and reused since). An error is one warning line; the guard never stops the worker.
@@ -42,7 +47,8 @@ from .sockets import Address, Ends, canonical, normal, port_sockets, socket_fds
 
 LOG = logging.getLogger("nnsql.serve.rpc")
 INTERVAL = 0.2  # seconds between two looks
-QUIET_BYTES = 1 << 20  # bytes a connection may receive with no call begun or running on it
+QUIET_BYTES = 1 << 20  # bytes a connection may receive with no call begun or message received on it
+QUIET_TOTAL = 64 << 20  # such bytes of all connections: a client address's 64 connections' worth
 PACE = 50  # a look's CPU time, times this, is the least pause after it (at most 2% of a core)
 
 
@@ -126,9 +132,10 @@ class ConnectionGuard:
         busy: Callable[[], list[str]],
         keyed: Callable[[], list[str]] = list,
         activity: Callable[[], tuple[dict[str, int], set[str]]] | None = None,
+        message_bytes: int = 0,
     ) -> None:
         self.port, self.per_client, self.total, self.busy, self.keyed = port, per_client, total, busy, keyed
-        self.activity = activity
+        self.activity, self.message_bytes = activity, message_bytes
         self.first_seen: dict[int, float] = {}  # by inode
         self.quiet: dict[int, tuple[int, int]] = {}  # by inode: bytes received, calls begun at its last call
         self.foreign: set[int] = set()  # inodes of other processes' connections (other workers')
@@ -178,9 +185,11 @@ class ConnectionGuard:
         ]
         if flooded:
             LOG.info(
-                "closed %d gRPC connection(s) that sent more than %d bytes carrying no call (from %s)",
+                "closed %d gRPC connection(s) that sent bytes carrying no call (more than %d on one, or %d "
+                "on all; from %s)",
                 len(flooded),
                 QUIET_BYTES,
+                QUIET_TOTAL,
                 flooded[0].client,
             )
             return len(flooded)  # the caps at the next look, without them
@@ -199,28 +208,47 @@ class ConnectionGuard:
         return len(closed)
 
     def carrying_no_call(self, everyone: dict[int, Ends], received: dict[int, int]) -> list[int]:
-        """The connections (inodes) that received more than QUIET_BYTES since a call last began or ran on
-        them; other processes' connections look quiet too, and are left alone by the caller."""
+        """The connections (inodes) that received more than QUIET_BYTES (and a message, with a call
+        waiting for it) since a call last began on them or a message came in, then those that carried
+        the most until the rest carried QUIET_TOTAL at most; other processes' connections look quiet
+        too, and are left alone by the caller."""
         if self.activity is None or not received:
             return []
-        begun, active = self.activity()
+        begun, receiving = self.activity()
         calls = {address: count for peer, count in begun.items() if (address := peer_address(peer))}
-        running = {address for address in map(peer_address, active) if address is not None}
-        quiet, flooding = {}, []
+        reading = {address for address in map(peer_address, receiving) if address is not None}
+        quiet, flooding, carried = {}, [], []
         self.foreign = {inode for inode in self.foreign if inode in everyone}
         for inode, (_, remote) in everyone.items():
             count = received.get(inode)
             if count is None or inode in self.foreign:
                 continue
-            now, before = (count, calls.get(remote, 0)), self.quiet.get(inode, (0, 0))  # new: from its start
-            if remote in running or now[1] != before[1]:
-                quiet[inode] = now
+            before = self.quiet.get(inode, (0, 0))  # new: counted from its start
+            progress = calls.get(remote)  # None once forgotten: no progress, whatever it was
+            if progress is not None and progress != before[1]:
+                quiet[inode] = (count, progress)
                 continue
             quiet[inode] = before
-            if count - before[0] > QUIET_BYTES:
+            allowed = QUIET_BYTES + (self.message_bytes if remote in reading else 0)
+            if count - before[0] > allowed:
                 flooding.append(inode)
+            elif remote not in reading:
+                carried.append((count - before[0], inode))
         self.quiet = quiet
-        return flooding
+        return flooding + beyond_total(carried)
+
+
+def beyond_total(carried: list[tuple[int, int]]) -> list[int]:
+    """Of (bytes carrying no call, inode), those to close, most bytes first, so that the others' sum is
+    within QUIET_TOTAL."""
+    left = sum(size for size, _ in carried)
+    chosen = []
+    for size, inode in sorted(carried, reverse=True):
+        if left <= QUIET_TOTAL:
+            break
+        chosen.append(inode)
+        left -= size
+    return chosen
 
 
 def within(clients: Counter[str], per_client: int, total: int) -> bool:

@@ -197,6 +197,7 @@ def create_grpc_server(
         admission.busy_peers,
         admission.keyed_peers,
         admission.activity,
+        max_message_bytes,
     )
     return GrpcServer(server, pool, guard), bound
 
