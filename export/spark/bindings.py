@@ -7,14 +7,16 @@ what it indexes: each level asks the level inside it twice, so typing the outerm
 Spark time exponential in the number of nodes, when a query is planned and again each time the
 interpreter evaluates `[0]` (24 nested bindings took 13 s of CPU to analyse, 32 over two minutes).
 
-Here the values still needed after a node travel in one struct that the next binding takes as its
-*argument*:
+Here `GROUP` nodes at most are nested that way in one level; the values still needed after a level
+travel in one struct that the next level's binding takes as its *argument*:
 
-    transform(array(<the values after node k-1>), _env -> named_struct('v3', _env.v3, 'v4', <node k>))[0]
+    transform(array(<the values after level k-1>), _env -> <level k's nodes> named_struct('v3', …))[0]
 
 A lambda's body reads only its own variable, whose type Spark fixes once when it binds the lambda, and
-`array(...)` is never NULL: each level's type is found from that level alone, whatever the number of
-nodes. A single live value travels bare, without a struct.
+`array(...)` is never NULL: each level's type is found from that level alone. Levels of one node each
+would not do: Spark's analyser binds one chained level a pass and stops at 100 passes
+(`spark.sql.analyzer.maxIterations`, a session's setting), and a LayerNormalization with nine dense
+layers was refused. A single live value travels bare, without a struct.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from ..ir import graph as ir
 
 Emit = Callable[[ir.Node, list[str]], str]
+GROUP = 6  # nodes nested in one binding: Spark types them in 2^6 steps, and analyses a binding a pass
 
 
 def sources(graph: ir.Graph) -> dict[str, str]:
@@ -87,11 +90,25 @@ class Pipeline:
         """`result` of the values, each node's value (`emit(node, inputs)`) computed once."""
         last = last_uses(self.nodes, self.source, self.graph.output)
         state: str | None = None
-        for i, node in enumerate(self.nodes):
-            reads = self.reads()
-            value = emit(node, [reads[name] for name in node.inputs])
-            kept = [name for name in [*self.carried, node.name] if last.get(name, -1) > i]
-            state = passed(state, self.packed(kept, {**reads, node.name: value}), self.variable)
-            self.carried = kept
+        for start in range(0, len(self.nodes), GROUP):
+            level = self.level(self.nodes[start : start + GROUP], start, last, emit)
+            state = passed(state, level, self.variable)
         final = result(self.reads())
         return state if final == self.variable and state is not None else passed(state, final, self.variable)
+
+    def level(self, group: Sequence[ir.Node], start: int, last: dict[str, int], emit: Emit) -> str:
+        """One binding: the group's nodes nested (few, so Spark types them quickly), then the values
+        read after the group packed for the next binding."""
+        reads, bindings = self.reads(), []
+        for node in group:
+            value = emit(node, [reads[name] for name in node.inputs])
+            variable = f"{self.variable}_{self.field[node.name]}"
+            bindings.append((value, variable))
+            reads |= {name: variable for name, of in self.source.items() if of == node.name}
+        end = start + len(group)
+        kept = [name for name in [*self.carried, *(node.name for node in group)] if last.get(name, -1) >= end]
+        body = self.packed(kept, reads)
+        for value, variable in reversed(bindings):
+            body = value if body == variable else f"transform(array({value}), {variable} -> {body})[0]"
+        self.carried = kept
+        return body

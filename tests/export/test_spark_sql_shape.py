@@ -3,8 +3,7 @@
 Spark types a `transform` from its lambda's body and a `[0]` from both the type and the nullability of
 what it indexes: values bound one inside another's lambda body cost Spark time exponential in their
 number, at planning and at each interpreted `[0]` (export/spark/bindings.py). So the lambda bodies
-must not nest deeper as a model grows: the same depth for 2 dense layers as for 12, for one GRU as
-for three stacked."""
+must nest no deeper than a bound the number of layers, of stacked GRUs or of steps does not change."""
 
 from __future__ import annotations
 
@@ -16,6 +15,10 @@ import pytest
 from nnsql.export.compile import to_ir
 from nnsql.export.spark.generator import SparkGenerator
 
+# The input's binding, a group of nested bindings (bindings.GROUP, 6 nodes), a scan's aggregate, a group
+# of the step's bindings, and a node's own lambdas (a unit's `_u` and its sum; a softmax nests 4, outside
+# any scan).
+DEEPEST = 1 + 6 + 1 + 6 + 2
 TOKENS = re.compile(r"'(?:[^'\\]|\\.)*'|->|[(),]")  # string literals (the weights' JSON) are skipped
 
 
@@ -71,10 +74,10 @@ def deepest(model: keras.Model) -> int:
 @pytest.mark.parametrize(
     ("family", "sizes"),
     [
-        ("dense layers", [dense_stack(layers) for layers in (2, 12)]),
-        ("stacked GRUs, steps", [gru_stack(1, 10), gru_stack(3, 10), gru_stack(3, 800)]),
+        ("dense layers", [dense_stack(layers) for layers in (8, 30)]),
+        ("stacked GRUs, steps", [gru_stack(4, 10), gru_stack(10, 10), gru_stack(4, 800)]),
     ],
 )
 def test_lambda_bodies_nest_no_deeper_as_the_model_grows(family, sizes):
     depths = [deepest(model) for model in sizes]
-    assert len(set(depths)) == 1, f"{family}: lambda bodies nest {depths} deep"
+    assert max(depths) <= DEEPEST, f"{family}: lambda bodies nest {depths} deep"
