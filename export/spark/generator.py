@@ -1,10 +1,11 @@
 """IR → Spark SQL: one SQL function per entry point, pure Spark SQL expressions over arrays.
 
-Every IR value is an ARRAY<DOUBLE> (row-major). A node's value is bound once with the idiom
-`transform(array(expr), v -> rest)[0]`, so no expression is computed twice. Spark forbids subqueries
-inside higher-order functions, so the weights are in the function body: each tensor is one JSON string
-that `from_json` turns into an array, which Spark's optimizer folds into a literal once per query (a
-literal `array(...)` of tens of thousands of values takes Spark minutes to parse; the JSON string, seconds).
+Every IR value is an ARRAY<DOUBLE> (row-major), computed once: the values a later node reads travel
+from one binding to the next (export/spark/bindings.py), so the expressions Spark types stay shallow.
+Spark forbids subqueries inside higher-order functions, so the weights are in the function body: each
+tensor is one JSON string that `from_json` turns into an array, which Spark's optimizer folds into a
+literal once per query (a literal `array(...)` of tens of thousands of values takes Spark minutes to
+parse; the JSON string, seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..ir import activations, kinds
 from ..ir import graph as ir
 from ..ir.graph import FLOAT32_MAX
 from ..target import Capabilities, emitted_kinds, emitter, register
+from .bindings import Pipeline
 from .sqltext import call, literal, weights_json
 
 TARGET = "spark"
@@ -93,23 +95,20 @@ class SparkGenerator(Generator):
         self.database = database or name
 
     # -- the walk ----------------------------------------------------------------------------------
-    def chain(self, graph: ir.Graph, refs: dict[str, str], result: Callable[[dict[str, str]], str]) -> str:
-        """`result(refs)` inside one binding per node of `graph`; `refs` maps inputs to their SQL."""
-        refs = dict(refs)
-        bindings: list[tuple[str, str]] = []
-        for node in graph.nodes:
-            if isinstance(node, ir.Reshape):  # a reshape of a flat array is the array itself
-                refs[node.name] = refs[node.inputs[0]]
-                continue
-            method = emitter(self, node, TARGET)
-            expression = method(node, *(refs[source] for source in node.inputs))
-            variable = f"_v_{node.name}"
-            bindings.append((expression, variable))
-            refs[node.name] = variable
-        body = result(refs)
-        for expression, variable in reversed(bindings):
-            body = let(expression, variable, body)
-        return body
+    def chain(
+        self,
+        graph: ir.Graph,
+        refs: dict[str, str],
+        result: Callable[[dict[str, str]], str],
+        variable: str = "_env",
+    ) -> str:
+        """`result(refs)` once every node of `graph` is bound (export/spark/bindings.py says how);
+        `refs` maps its inputs to their SQL, `variable` names the bindings' lambda variable."""
+
+        def emit(node: ir.Node, inputs: list[str]) -> str:
+            return str(emitter(self, node, TARGET)(node, *inputs))
+
+        return Pipeline(graph, refs, variable).bound(emit, result)
 
     def emit_Dense(self, node: ir.Dense, x: str) -> str:
         scalar = node.activation in ACTIVATIONS
@@ -184,10 +183,10 @@ class SparkGenerator(Generator):
         zeros = f"array_repeat(0D, {size})"
         if not node.sequences:
             refs[node.state_input] = "_acc"
-            update = self.chain(node.body, refs, lambda r: r[node.body.output])
+            update = self.chain(node.body, refs, lambda r: r[node.body.output], "_step")
             start = f"array_repeat(0D, {node.state_size})"
             return f"slice(aggregate({steps}, {start}, (_acc, _t) -> {update}), 1, {size})"
-        new = self.chain(node.body, refs, lambda r: appended(r[node.body.output], size))
+        new = self.chain(node.body, refs, lambda r: appended(r[node.body.output], size), "_step")
         if mask is not None:
             carried = zeros if node.zero_masked else f"slice(_acc.s, 1, {size})"
             kept = f"named_struct('s', _acc.s, 'o', concat(_acc.o, {carried}))"
