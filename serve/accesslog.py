@@ -38,6 +38,9 @@ FULL_TURN = 1000
 # without bound; an entry's path, which a client chooses, is cut to PATH_CHARS.
 MAX_PENDING = 10_000
 PATH_CHARS = 1024
+# How long a worker's shutdown waits for the writer to write what is waiting: an output that never takes
+# them (a pipe nobody reads) must not keep the worker from ending; those lines are then lost.
+STOP_SECONDS = 5.0
 
 
 class Entry(dict):
@@ -216,10 +219,12 @@ class Writer:
             item = entry_record(Entry(item))
         return self.formatter.format(item)
 
-    def stop(self) -> None:
+    def stop(self, seconds: float) -> bool:
+        """Ask the writer to write what waits and end; False if it is still writing after `seconds`."""
         self.stopping = True
         self.wake.put(None)
-        self.thread.join()
+        self.thread.join(seconds)
+        return not self.thread.is_alive()
 
 
 def buffered(stream: IO[str]) -> IO[str]:
@@ -250,11 +255,15 @@ def start(stream: IO[str] | None = None, line_format: str = "%(message)s") -> Wr
 
 
 def stop(writer: Writer) -> None:
-    """Write every waiting line, flush, and give the access log back to the root logger's handlers."""
+    """Write every waiting line, flush, and give the access log back to the root logger's handlers.
+    An output that takes nothing for STOP_SECONDS loses the lines still waiting (the writer's thread, a
+    daemon, is left blocked in its write) rather than hold the worker's shutdown for ever."""
     global _writer
     _writer = None
-    writer.stop()
-    writer.drain()  # an entry appended as the writer ended
+    if writer.stop(STOP_SECONDS):
+        writer.drain()  # an entry appended as the writer ended
+    else:
+        del _pending[:]  # never written: a writer started later must not write them
     for old in list(ACCESS_LOG.handlers):
         ACCESS_LOG.removeHandler(old)
     ACCESS_LOG.propagate = True

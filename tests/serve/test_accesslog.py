@@ -193,3 +193,35 @@ def test_a_full_turn_of_entries_is_written_before_the_turn_ends(caplog, monkeypa
     finally:
         accesslog.stop(writer)
     assert paths(stream.getvalue()) == asked
+
+
+def test_an_output_that_takes_nothing_does_not_hold_the_shutdown(monkeypatch):
+    """A pipe nobody reads: stopping the log gives up on the waiting lines after STOP_SECONDS instead
+    of waiting for ever (a worker's shutdown waits on it)."""
+    monkeypatch.setattr(accesslog, "STOP_SECONDS", 0.5, raising=False)
+    reader, writing_end = os.pipe()
+    stream = os.fdopen(writing_end, "w")
+    previous = accesslog.ACCESS_LOG.level
+    accesslog.ACCESS_LOG.setLevel(logging.INFO)
+    writer = accesslog.start(stream)
+    stopping = threading.Thread(target=accesslog.stop, args=(writer,), daemon=True)
+    try:
+        for number in range(5_000):  # far more than a pipe holds: the writer blocks in its write
+            accesslog.log(method="GET", path=f"/{number:0>200}", status=404)
+        stopping.start()
+        stopping.join(60)  # a bound on the test, not a timing: the code before never returned
+        assert not stopping.is_alive(), "stopping the access log waited on an output that takes nothing"
+        assert accesslog.waiting() == 0
+    finally:
+        draining = threading.Thread(target=read_to_the_end, args=(reader,), daemon=True)
+        draining.start()  # unblocks the writer's thread, which then ends
+        writer.thread.join(10)
+        accesslog.ACCESS_LOG.setLevel(previous)
+        stream.close()
+        draining.join(10)
+        os.close(reader)
+
+
+def read_to_the_end(descriptor: int) -> None:
+    while os.read(descriptor, 1 << 16):
+        pass
