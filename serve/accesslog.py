@@ -22,6 +22,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from typing import IO, Any
 
 import orjson
@@ -189,11 +190,22 @@ class Writer:
             if not _pending:  # read after the flag is set: an entry appended meanwhile woke us
                 self.wake.get()
             self.asleep = False
-            if not self.stopping:
-                with contextlib.suppress(queue.Empty):  # the turn's entries gather meanwhile
-                    self.wake.get(timeout=POLL_SECONDS)
+            self.gather()
             self.drain()
         self.drain()
+
+    def gather(self) -> None:
+        """Let a turn's entries gather for POLL_SECONDS, unless FULL_TURN wait or the writer is stopped.
+        A wake-up left over from an earlier turn (a request saw the writer asleep just as it woke) is
+        read and ignored: ending the turn on it wrote a line or two a turn, a write and a GIL hand-over
+        a request at one connection."""
+        deadline = time.monotonic() + POLL_SECONDS
+        while not self.stopping and len(_pending) < FULL_TURN:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(queue.Empty):
+                self.wake.get(timeout=left)
 
     def drain(self) -> None:
         count = len(_pending)

@@ -225,3 +225,25 @@ def test_an_output_that_takes_nothing_does_not_hold_the_shutdown(monkeypatch):
 def read_to_the_end(descriptor: int) -> None:
     while os.read(descriptor, 1 << 16):
         pass
+
+
+def test_a_left_over_wake_up_does_not_end_the_writers_turn(monkeypatch):
+    """Requests that saw the writer asleep as it woke leave wake-ups behind; each one ended the turn, so
+    at one connection the writer wrote a line or two at a time (a write and a GIL hand-over a request)."""
+    monkeypatch.setattr(accesslog, "POLL_SECONDS", 2.0)
+    previous = accesslog.ACCESS_LOG.level
+    accesslog.ACCESS_LOG.setLevel(logging.INFO)
+    stream = CountingStream()
+    writer = accesslog.start(stream)
+    try:
+        accesslog.log(method="GET", path="/0", status=200)  # wakes the writer: its turn begins
+        for number in range(1, 6):
+            time.sleep(0.05)
+            writer.wake.put(None)  # what a request that read `asleep` late leaves behind
+            accesslog.log(method="GET", path=f"/{number}", status=200)
+        written_during_the_turn = stream.writes
+    finally:
+        accesslog.stop(writer)
+        accesslog.ACCESS_LOG.setLevel(previous)
+    assert written_during_the_turn == 0, "the turn ended on a left-over wake-up"
+    assert paths(stream.getvalue()) == [f"/{n}" for n in range(6)]
