@@ -291,7 +291,11 @@ def descendants(pid: int) -> set[int]:
     """Every process started by `pid`, at any depth (from /proc)."""
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # the thread (or process) ended since the listing: it has none
+            continue
+        for child in children:
             found |= {int(child), *descendants(int(child))}
     return found
 
