@@ -4,7 +4,9 @@ pytest-xdist's `--dist loadfile --no-loadscope-reorder` (make test) hands whole 
 collection order. Collected by name (or sent by number of tests, xdist's default), the heaviest files
 (training runs under tests/train/, a few long tests each) come last, and one worker is still running
 them long after the other ran out of files. tests/conftest.py sorts the files by the seconds recorded in
-tests/durations.txt, longest first; a file it does not list keeps its place after the listed ones.
+tests/durations.txt, longest first. A file it does not list (new since the record) goes before them all:
+its time is unknown, and a long file started last is the run's tail (a new 66-second hostile test, last,
+kept one worker busy after the others ran out), while a short one started first costs nothing.
 
 Refresh the record from a run's `--durations` report:
 
@@ -14,6 +16,7 @@ Refresh the record from a run's `--durations` report:
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections import defaultdict
@@ -56,9 +59,9 @@ def file_of(nodeid: str) -> str:
 
 
 def longest_first(nodeids: list[str], seconds: dict[str, float]) -> list[int]:
-    """The positions of `nodeids` with the files of most recorded seconds first. The sort is stable:
-    a file's tests keep their order, and files without a record keep theirs, after the recorded ones."""
-    return sorted(range(len(nodeids)), key=lambda i: -seconds.get(file_of(nodeids[i]), 0.0))
+    """The positions of `nodeids`: files without a record first, then the files of most recorded seconds.
+    The sort is stable: a file's tests keep their order, and files without a record keep theirs."""
+    return sorted(range(len(nodeids)), key=lambda i: -seconds.get(file_of(nodeids[i]), math.inf))
 
 
 def main(argv: list[str]) -> int:

@@ -27,25 +27,25 @@ def test_the_record_is_written_longest_first_and_read_back(tmp_path):
 def test_the_collection_puts_the_longest_recorded_file_first_keeping_each_files_order(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ):
-    """Collected by name, the unrecorded file comes first and the long one last: the hook of
-    tests/conftest.py moves the long one to the front, keeps a file's tests in their order, and leaves the
-    file without a record after the recorded ones."""
+    """Collected by name, the short file comes before the long one: the hook of tests/conftest.py puts
+    the file without a record first (its time is unknown: started last, a long one would be the run's
+    tail), then the long one, and keeps a file's tests in their order."""
     record = pytester.path / "durations.txt"
     durations.write({"tests/test_b_long.py": 50.0, "tests/test_a_short.py": 1.0}, record)
     monkeypatch.setattr(durations, "RECORD", record)
     tests = "def test_first():\n    pass\n\ndef test_second():\n    pass\n"
-    for name in ("test_0_unrecorded", "test_a_short", "test_b_long"):
+    for name in ("test_a_short", "test_b_long", "test_c_unrecorded"):
         pytester.makepyfile(**{f"tests/{name}": tests})
     items, _ = pytester.inline_genitems("-p", "no:cacheprovider", "--import-mode=importlib", "tests")
     assert [item.nodeid.split("::")[0] for item in items][::2] == [
-        "tests/test_0_unrecorded.py",
         "tests/test_a_short.py",
         "tests/test_b_long.py",
+        "tests/test_c_unrecorded.py",
     ]
     conftest.pytest_collection_modifyitems(items)
     assert [item.nodeid for item in items] == [
         f"tests/{path}.py::{name}"
-        for path in ("test_b_long", "test_a_short", "test_0_unrecorded")
+        for path in ("test_c_unrecorded", "test_b_long", "test_a_short")
         for name in ("test_first", "test_second")
     ]
 
