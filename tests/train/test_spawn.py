@@ -321,7 +321,10 @@ def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tm
     writer.close()
     port = free_port()
     command = [sys.executable, "-m", "nnsql.train.spawn", "tensorboard", "r-tb", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=runs.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Its own process group, so that the end of the test reaches TensorBoard even when the listing of
+    # its children failed or a child was started after it.
+    server = subprocess.Popen(command, cwd=runs.parent, env=environment, start_new_session=True)
     started: set[int] = set()
     try:
         deadline = time.monotonic() + 90
@@ -344,7 +347,8 @@ def test_tensorboard_serves_a_runs_logs_and_leaves_nothing_when_stopped(runs, tm
             time.sleep(0.1)
         assert not [pid for pid in started if alive(pid)], "a process outlived `tensorboard`"
     finally:
-        server.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait()
         for pid in started:  # never leave one behind, even when the test fails
             with contextlib.suppress(ProcessLookupError):
