@@ -108,7 +108,10 @@ class ServeProcess:
                     return
             except (requests.ConnectionError, requests.Timeout):  # bound, workers still starting
                 pass
-            assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            code = self.process.poll()
+            assert code is None and time.monotonic() < deadline, (
+                f"the server did not start in {seconds:.0f} s (exit status {code}): {self.log()[-2000:]}"
+            )
             time.sleep(0.2)
 
     def log(self) -> str:
