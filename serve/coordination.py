@@ -40,6 +40,7 @@ NO_VERSION = "no version directory holds both model.onnx and metadata.json"
 # scans (or, at first sight, by its ctime), so a writer rewriting one in place or truncating it first is
 # not read half-way unless it pauses longer than this (docs/security.md).
 SETTLE_SECONDS = 2.0
+BUSY_SECONDS = 2.0  # after a change, the master ticks often this long (serve.master)
 ACTIVE_FILE = "active"  # a model's version chosen by `nnsql models activate`
 
 
@@ -372,10 +373,22 @@ class Coordinator:
         self.waiting: list[tuple[str, dict, int]] = []  # (request id, request, generation that answers it)
         self.last_scan = 0.0
         self.started = time.monotonic()
+        self.changed_at = -BUSY_SECONDS  # the last new plan or request taken (monotonic)
+
+    def busy(self) -> bool:
+        """Whether a change is being agreed on (a plan not committed yet, a request waiting for its
+        answer) or was lately: the master then ticks more often, its workers follow more often too."""
+        return (
+            bool(self.waiting)
+            or self.generation > self.committed
+            or (time.monotonic() - self.changed_at < BUSY_SECONDS)
+        )
 
     def tick(self, workers: list[int]) -> None:
         """Called by the master a few times a second with the indexes of the live workers."""
         asked = self.take_requests()
+        if asked:
+            self.changed_at = time.monotonic()
         if asked or time.monotonic() - self.last_scan >= self.poll_seconds:
             self.plan(new_generation=asked)
         if self.generation > self.committed:
@@ -394,6 +407,7 @@ class Coordinator:
         self.last_scan = time.monotonic()
         if wanted != self.planned or self.retry or new_generation:
             self.generation += 1
+            self.changed_at = time.monotonic()
             self.planned = wanted
             write_json(self.state / "plan.json", plan_document(self.generation, wanted, self.retry))
             self.retry = set()

@@ -75,17 +75,9 @@ class V2Inference:
     def log(self, environ: dict, path: str, status: int, started: float, size: int, context: Any) -> None:
         """The entry, with the least work a request can do: in a busy worker each step is cold by its
         turn (the app context's `g` read without its proxy, the ms rounded without round(x, 3)'s dtoa)."""
-        if not accesslog.ACCESS_LOG.isEnabledFor(logging.INFO):
-            return
-        accesslog.log(
-            method="POST",
-            path=path,
-            status=status,
-            ms=round(1e6 * (time.perf_counter() - started)) / 1000,
-            model=getattr(context, "model_name", None),
-            bytes_in=accesslog.bytes_in(environ),
-            bytes_out=size,
-        )
+        if accesslog.ACCESS_LOG.isEnabledFor(logging.INFO):
+            model = getattr(context, "model_name", None)
+            accesslog.inference(path, status, started, model, environ.get("CONTENT_LENGTH", ""), size)
 
 
 def error_answer(status: int, message: str) -> Answer:

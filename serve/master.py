@@ -34,6 +34,10 @@ STABLE = 60.0  # seconds: a worker that served this long before it died is start
 MAX_BACK_OFF = 30.0  # seconds between starts of a worker that keeps dying after it served
 WATCH_EVERY = 1.0  # seconds between looks at the workers' heartbeats
 STOP_GRACE = 10.0  # seconds running requests get to finish on shutdown
+# Seconds between the master's rounds while the workers and it agree on a change (serve.coordination),
+# and otherwise: each round costs about 0.2 ms of CPU on a loaded machine, the wake-up included.
+BUSY_TICK = 0.02
+IDLE_TICK = 0.1
 
 
 def check_start(args: argparse.Namespace) -> list[socket.socket]:
@@ -152,7 +156,7 @@ class Master:
         status = 0
         try:
             while not self.stopping:
-                time.sleep(0.02)
+                time.sleep(BUSY_TICK if self.coordinator.busy() else IDLE_TICK)
                 if not self.restart_dead():
                     status = 1
                     break
