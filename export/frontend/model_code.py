@@ -52,6 +52,14 @@ DATA_MARKERS = {
     "TensorShape",
 }
 CODE_CLASSES = {"Lambda", "__lambda__"}
+# Built-in classes whose configuration names code kept elsewhere, which loading or scoring runs: Keras
+# refuses them in safe mode only from 3.14 on (a TFSMLayer loaded even then), so they are refused here.
+OUTSIDE_CODE = {
+    "TFSMLayer": "another SavedModel's TensorFlow graph, named by its path, which scoring runs",
+    "TorchModuleWrapper": "a pickled PyTorch module, which loading runs",
+    "JaxLayer": "JAX functions, which scoring runs",
+    "FlaxLayer": "a Flax module, which scoring runs",
+}
 # A tf.keras TFOpLambda calls the TensorFlow function its config names; these have no side effects.
 PURE_TF_PREFIXES = ("math.", "nn.", "linalg.", "__operators__.")
 PURE_TF_FUNCTIONS = {
@@ -127,6 +135,8 @@ def what_is_wrong(obj: dict[str, Any], library: Any, library_name: str) -> str:
         return ""  # a name, read as data: legacy_tf_activations gives TensorFlow's own function
     if class_name in CODE_CLASSES:
         return "Python code (a Lambda's marshalled bytecode) that loading would run"
+    if class_name in OUTSIDE_CODE:
+        return f"a {class_name} holds {OUTSIDE_CODE[class_name]}"
     if class_name in DATA_MARKERS:
         return ""
     if module is not None and not (isinstance(module, str) and module.split(".")[0] in LIBRARIES):

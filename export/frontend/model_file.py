@@ -103,19 +103,38 @@ def read_h5(path: Path, shown: Path) -> ModelFile:
 
     try:
         with h5py.File(path, "r") as file:
-            raw = file.attrs.get("model_config")
-            version = file.attrs.get("keras_version", b"")
-            training = file.attrs.get("training_config")
+            raw = text_attribute(file, "model_config", shown)
+            version = text_attribute(file, "keras_version", shown) or ""
+            training = text_attribute(file, "training_config", shown)
     except OSError as error:
         raise ExportError(f"cannot load an HDF5 file {shown}: {first_line(error)}") from None
     if raw is None:
         raise ExportError(
             f"{shown} holds no model configuration (a weights-only file?); save the whole model"
         )
-    version = version.decode() if isinstance(version, bytes) else str(version)
     library = "keras" if version.startswith("3") else "tf_keras"
     config = parse_json(raw, shown)
     return ModelFile(path, "h5", library, config, str(shown), saved_h5_loss(training))
+
+
+def text_attribute(file: Any, name: str, shown: Path) -> str | None:
+    """An attribute of the file's root as text (Keras writes its configurations as strings), None when
+    absent; ExportError in one line when it is larger than a configuration may be, or not text."""
+    if name not in file.attrs:
+        return None
+    if file.attrs.get_id(name).get_storage_size() > MAX_CONFIG_BYTES:
+        raise ExportError(f"{shown}: the attribute {name} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    value = file.attrs[name]
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError as error:
+            raise ExportError(
+                f"{shown}: the attribute {name} is not UTF-8 text: {first_line(error)}"
+            ) from None
+    if isinstance(value, str):
+        return value
+    raise ExportError(f"{shown}: the attribute {name} is not text (Keras writes it as a JSON string)")
 
 
 def saved_h5_loss(training: Any) -> Any:

@@ -21,8 +21,8 @@ A call merely waiting, or running, earns nothing more: a call held waiting for a
 comes once let the same connection's endless header block grow a worker by 800 MB in 25 s. And the
 bytes that carry no call, summed over the connections, stay within `QUIET_TOTAL`: beyond it the
 connections that carried the most go first (600 connections of 1 MB each held 900 MB). Counted from the
-kernel's byte count (tcp_info, over netlink); where only /proc answers there is none, and these bounds
-do not apply.
+kernel's byte count (tcp_info, over netlink; where only /proc answers, from each of this process's
+sockets' own tcp_info).
 
 Before a shutdown, the descriptor is duplicated and its addresses checked against the scan (it may have
 been closed and reused since). An error is one warning line; the guard never stops the worker.

@@ -3,7 +3,8 @@
 `port_sockets` asks the kernel over netlink (sock_diag, as `ss` does): the kernel filters by port and
 answers in binary, a few milliseconds for 1,000 connections, with the bytes each connection has received
 (tcp_info). Where netlink is not allowed, it reads /proc/self/net/tcp and tcp6 (the whole table of the
-network namespace, in text: about three times that), which holds no byte counts.
+network namespace, in text: about three times that), which holds no byte counts: this process's own
+sockets are then asked for theirs (TCP_INFO), each through a duplicate of its descriptor.
 """
 
 from __future__ import annotations
@@ -132,11 +133,43 @@ def proc_sockets(port: int) -> dict[int, Ends]:
 
 def port_sockets(port: int, received: dict[int, int] | None = None) -> dict[int, Ends]:
     """The established connections on local port `port` in this network namespace, every process's:
-    inode -> (local, remote); `received` is given the bytes each has received, where netlink answers."""
+    inode -> (local, remote); `received` is given the bytes each has received (without netlink: those of
+    this process's own sockets)."""
     try:
         return diag_sockets(port, received)
     except OSError:  # netlink not allowed here
-        return proc_sockets(port)
+        found = proc_sockets(port)
+        if received is not None:
+            own_bytes_received(found, received)
+        return found
+
+
+def own_bytes_received(inodes: dict[int, Ends], received: dict[int, int]) -> None:
+    """Give `received` the bytes received of each of this process's sockets among `inodes`, from its own
+    tcp_info (TCP_INFO on a duplicate of its descriptor, checked to be that socket still); other
+    processes' sockets are left out."""
+    descriptors = socket_fds()
+    for inode in inodes:
+        if inode in descriptors:
+            count = socket_bytes_received(descriptors[inode], inode)
+            if count is not None:
+                received[inode] = count
+
+
+def socket_bytes_received(descriptor: int, inode: int) -> int | None:
+    """tcpi_bytes_received of this process's socket `descriptor`, if it is socket `inode` still."""
+    try:
+        with socket.socket(fileno=os.dup(descriptor)) as duplicate:  # closing it closes the duplicate
+            if os.fstat(duplicate.fileno()).st_ino != inode:  # closed and its number reused meanwhile
+                return None
+            raw = duplicate.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, BYTES_RECEIVED_AT + 8)
+    except OSError:  # closed meanwhile, or not a TCP socket
+        return None
+    return (
+        int(struct.unpack_from("=Q", raw, BYTES_RECEIVED_AT)[0])
+        if len(raw) >= BYTES_RECEIVED_AT + 8
+        else None
+    )
 
 
 def socket_fds() -> dict[int, int]:

@@ -174,7 +174,7 @@ def delete_tagged(args: argparse.Namespace) -> int:
     """TF-Spawner's `-d [-t TAG]`: every run of that tag (of any tag without -t) recorded in runs/ or
     labelled in the namespace, whichever directory this runs from: folders and cluster resources."""
     stem = cli.tag_stem(args.tag) if args.tag else None
-    recorded = [d.parent for d in sorted(RUNS.glob("*/run.json")) if not latest.is_link(d.parent)]
+    recorded = commands.recorded_runs(RUNS)  # folders of runs/ itself: a planted link is no run
     local = [d for d in recorded if stem is None or read_record(d).get("tag") == stem]
     cluster = cluster_backend(args.namespace)
     remote = sorted(labelled_runs(cluster, stem) - {d.name for d in local}) if cluster else []
