@@ -124,6 +124,9 @@ class Master:
             "PROMETHEUS_MULTIPROC_DIR": str(metrics),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+            # glibc's arenas, one per allocating thread: grpc-core's memory under a long reconnecting
+            # flood kept rising with the default and stayed flat with two (docs/security.md)
+            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         }
 
     def listener(self, index: int) -> socket.socket:

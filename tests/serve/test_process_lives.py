@@ -216,3 +216,19 @@ def test_the_watch_tells_a_busy_process_from_a_stopped_or_idle_one__control_loop
         for process in processes.values():
             process.kill()
             process.wait()
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    pairs = (entry.split("=", 1) for entry in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0"))
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "2"), ("8", "8")])
+def test_workers_keep_two_malloc_arenas_unless_told_otherwise(serve_process, given, expected):
+    """A keyless reconnecting gRPC flood grew a worker with glibc's default arenas (one per thread that
+    allocates, up to 8 per core) to 550 MiB and rising; with two it stayed flat (docs/security.md).
+    A setting of the user's is kept."""
+    server = serve_process("--workers", "1", env={"MALLOC_ARENA_MAX": given} if given else None)
+    server.wait_for_workers(1)
+    (worker,) = server.worker_pids()
+    assert environment_of(worker).get("MALLOC_ARENA_MAX") == expected
