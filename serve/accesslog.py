@@ -116,7 +116,7 @@ def inference_fields(values: tuple[Any, ...]) -> dict[str, Any]:
         "status": status,
         "ms": round(1e6 * (ended - started)) / 1000,
         "model": model,
-        "bytes_in": int(length) if length.isdigit() else 0,
+        "bytes_in": length_of(length),
         "bytes_out": size,
     }
 
@@ -189,7 +189,11 @@ def failed_record(error: Exception) -> logging.LogRecord:
 def bytes_in(environ: dict) -> int:
     """A request body's size for its entry: the length the WSGI server gives (serve/server.py gives it
     for every body, a chunked one's too), else 0. The Flask hook and serve.fastpath both log this."""
-    text = environ.get("CONTENT_LENGTH", "")
+    return length_of(environ.get("CONTENT_LENGTH", ""))
+
+
+def length_of(text: str) -> int:
+    """A CONTENT_LENGTH's value as a number, 0 when it holds no plain number."""
     return int(text) if text.isdigit() else 0
 
 
