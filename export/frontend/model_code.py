@@ -139,6 +139,12 @@ def what_is_wrong(obj: dict[str, Any], library: Any, library_name: str) -> str:
         return f"a {class_name} holds {OUTSIDE_CODE[class_name]}"
     if class_name in DATA_MARKERS:
         return ""
+    # A lookup layer (StringLookup, IntegerLookup, TextVectorization) given its vocabulary as a path reads
+    # that file when it is made: tf.keras always, Keras 3 outside safe mode. A model's vocabulary must be
+    # in the model itself (a list, or Keras 3's archived asset), whatever the class.
+    if isinstance(config := obj.get("config"), dict) and isinstance(config.get("vocabulary"), str):
+        path = config["vocabulary"]
+        return f"its vocabulary is the file {path!r}, outside the model, which loading would read"
     if module is not None and not (isinstance(module, str) and module.split(".")[0] in LIBRARIES):
         what = f"function {obj.get('config')!r}" if class_name == "function" else f"class {class_name!r}"
         return f"{what} comes from module {module!r}, not Keras: a custom object, which loading runs"

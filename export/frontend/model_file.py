@@ -23,6 +23,9 @@ from ..errors import ExportError
 FORMATS = "a .keras file (Keras 3), a .h5/.hdf5 file (Keras 2, tf.keras) or a SavedModel directory"
 MAX_CONFIG_DEPTH = 200  # levels of lists and objects; a deep functional model's configuration has ~10
 MAX_CONFIG_BYTES = 64 << 20  # a model's configuration is kilobytes; a bigger one is not read
+# What a .h5 may hold besides its datasets' values: its three configuration attributes (MAX_CONFIG_BYTES
+# each), and HDF5's own structures (object headers, indexes: kilobytes a layer) within this.
+HDF5_STRUCTURES_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def read_h5(path: Path, shown: Path) -> ModelFile:
 
     try:
         with h5py.File(path, "r") as file:
+            check_besides_weights(file, path, shown)
             raw = text_attribute(file, "model_config", shown)
             version = text_attribute(file, "keras_version", shown) or ""
             training = text_attribute(file, "training_config", shown)
@@ -117,6 +121,28 @@ def read_h5(path: Path, shown: Path) -> ModelFile:
     return ModelFile(path, "h5", library, config, str(shown), saved_h5_loss(training))
 
 
+def check_besides_weights(file: Any, path: Path, shown: Path) -> None:
+    """ExportError when the file holds more bytes besides its datasets' values than its configurations
+    and HDF5's structures may: a variable-length string attribute tells its size only once it is read
+    whole (a 256 MiB one took 1.4 GB to read and parse), so the file's other bytes bound it first."""
+    import h5py
+
+    stored = 0
+
+    def count(_name: str, item: Any) -> None:
+        nonlocal stored
+        if isinstance(item, h5py.Dataset):
+            stored += item.id.get_storage_size()
+
+    file.visititems(count)
+    besides = path.stat().st_size - stored
+    if besides > 3 * MAX_CONFIG_BYTES + HDF5_STRUCTURES_BYTES:
+        raise ExportError(
+            f"{shown} holds {besides >> 20} MiB besides its weights, more than its configuration "
+            f"({MAX_CONFIG_BYTES >> 20} MiB at most) needs; refusing to read it"
+        )
+
+
 def text_attribute(file: Any, name: str, shown: Path) -> str | None:
     """An attribute of the file's root as text (Keras writes its configurations as strings), None when
     absent; ExportError in one line when it is larger than a configuration may be, or not text."""
@@ -125,6 +151,8 @@ def text_attribute(file: Any, name: str, shown: Path) -> str | None:
     if file.attrs.get_id(name).get_storage_size() > MAX_CONFIG_BYTES:
         raise ExportError(f"{shown}: the attribute {name} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
     value = file.attrs[name]
+    if isinstance(value, (bytes, str)) and len(value) > MAX_CONFIG_BYTES:  # variable-length: known now
+        raise ExportError(f"{shown}: the attribute {name} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
     if isinstance(value, bytes):
         try:
             return value.decode()

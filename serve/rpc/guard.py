@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
-import os
 import socket
 import threading
 import time
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ..clients import client_group
-from .sockets import Address, Ends, canonical, normal, port_sockets, socket_fds
+from .sockets import Address, Ends, canonical, duplicate, normal, port_sockets, socket_fds
 
 LOG = logging.getLogger("nnsql.serve.rpc")
 INTERVAL = 0.2  # seconds between two looks
@@ -105,9 +104,8 @@ def victims(
 
 def shut(connection: Seen) -> bool:
     """Shut down the connection behind `connection.fd` if that descriptor is still the same connection."""
-    try:
-        dup = socket.socket(fileno=os.dup(connection.fd))  # its family read from the descriptor
-    except OSError:  # closed meanwhile, or no longer a socket
+    dup = duplicate(connection.fd)
+    if dup is None:  # closed meanwhile, or no longer a socket
         return False
     with dup:
         try:

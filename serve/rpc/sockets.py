@@ -158,18 +158,36 @@ def own_bytes_received(inodes: dict[int, Ends], received: dict[int, int]) -> Non
 
 def socket_bytes_received(descriptor: int, inode: int) -> int | None:
     """tcpi_bytes_received of this process's socket `descriptor`, if it is socket `inode` still."""
-    try:
-        with socket.socket(fileno=os.dup(descriptor)) as duplicate:  # closing it closes the duplicate
-            if os.fstat(duplicate.fileno()).st_ino != inode:  # closed and its number reused meanwhile
-                return None
-            raw = duplicate.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, BYTES_RECEIVED_AT + 8)
-    except OSError:  # closed meanwhile, or not a TCP socket
+    connection = duplicate(descriptor)
+    if connection is None:
         return None
+    with connection:  # closing it closes the duplicate
+        try:
+            if os.fstat(connection.fileno()).st_ino != inode:  # closed and its number reused meanwhile
+                return None
+            raw = connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, BYTES_RECEIVED_AT + 8)
+        except OSError:  # not a TCP socket
+            return None
     return (
         int(struct.unpack_from("=Q", raw, BYTES_RECEIVED_AT)[0])
         if len(raw) >= BYTES_RECEIVED_AT + 8
         else None
     )
+
+
+def duplicate(descriptor: int) -> socket.socket | None:
+    """A socket object on a duplicate of this process's `descriptor` (its family read from it); None when
+    the descriptor was closed meanwhile or its number reused by something not a socket (a file, a pipe),
+    whose duplicate is closed then: socket() refuses it and leaves it open."""
+    try:
+        copy = os.dup(descriptor)
+    except OSError:  # closed meanwhile
+        return None
+    try:
+        return socket.socket(fileno=copy)
+    except OSError:
+        os.close(copy)
+        return None
 
 
 def socket_fds() -> dict[int, int]:

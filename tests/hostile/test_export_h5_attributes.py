@@ -50,3 +50,26 @@ def test_a_configuration_keras_wrote_still_reads(tmp_path):
     h5_with(path, model_config=CONFIG, training_config='{"loss": "mse"}')
     read = model_file.read_h5(path, path)
     assert read.config["class_name"] == "Sequential" and read.loss == "mse" and read.library == "tf_keras"
+
+
+def test_a_variable_length_attribute_beyond_what_the_file_may_hold_is_refused_before_it_is_read(
+    tmp_path, monkeypatch
+):
+    """Found by the fourth hostile pass: a variable-length string declares 16 bytes, so one of any size
+    was read whole and parsed (a 256 MiB `model_config` took 1.4 GB and passed). The file's bytes besides
+    its weights now bound it before it is read: here 1 MiB per attribute, plus HDF5's structures."""
+    monkeypatch.setattr(model_file, "MAX_CONFIG_BYTES", 1 << 20)
+    size = 40 << 20  # beyond 3 attributes of 1 MiB and 32 MiB of HDF5 structures
+    path = tmp_path / "m.h5"
+    h5_with(path, model_config=CONFIG[:-1] + ', "pad": "' + "x" * size + '"}')  # a str: variable-length
+    assert h5py.check_string_dtype(h5py.File(path, "r").attrs.get_id("model_config").dtype).length is None
+    with pytest.raises(ExportError, match="besides its weights"):
+        model_file.read_h5(path, path)
+
+
+def test_a_variable_length_attribute_larger_than_a_configuration_is_refused_once_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_file, "MAX_CONFIG_BYTES", 1 << 20)
+    path = tmp_path / "m.h5"
+    h5_with(path, model_config=CONFIG[:-1] + ', "pad": "' + "x" * (2 << 20) + '"}')
+    with pytest.raises(ExportError, match="attribute model_config is larger than 1 MiB"):
+        model_file.read_h5(path, path)

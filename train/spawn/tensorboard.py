@@ -16,10 +16,13 @@ import argparse
 import contextlib
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from nnsql.text import printable
 
 from . import commands
 from .backend import read_record
@@ -30,11 +33,35 @@ def has_events(directory: Path) -> bool:
 
 
 def log_directory(run_dir: Path) -> Path | None:
-    """The collected logs when there are any, else the live output of a local run."""
-    for candidate in (run_dir / "model", run_dir / "shared" / "output"):
-        if has_events(candidate):
-            return candidate
+    """The collected logs when there are any, else the live output of a local run; ValueError when the
+    run's folder or one on the way to its logs is not this user's own directory (see `own_directory`)."""
+    own_directory(run_dir)
+    for names in (("model",), ("shared", "output")):
+        reached = all(own_directory(run_dir.joinpath(*names[: at + 1])) for at in range(len(names)))
+        if reached and has_events(run_dir.joinpath(*names)):
+            return run_dir.joinpath(*names)
     return None
+
+
+def own_directory(path: Path) -> bool:
+    """Whether `path` is there; ValueError when it is a link, not a directory, or not this user's.
+    TensorBoard reads, as this user, whatever its log directory holds or names (event files, a
+    projector's checkpoint path) and serves it on its port: in a runs/ others may write, a run folder of
+    theirs, or a link they put in one, would choose which of this user's files it serves."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    shown = printable(str(path))
+    if not stat.S_ISDIR(found.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(found.st_mode) else "not a directory"
+        raise ValueError(f"{shown} is {what}; refusing to serve its logs")
+    if found.st_uid != os.getuid():
+        raise ValueError(
+            f"{shown} belongs to user {found.st_uid}, not to you: TensorBoard would read as you what its "
+            "files name; refusing to serve its logs"
+        )
+    return True
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -52,10 +79,10 @@ def main(argv: list[str], runs: Path) -> int:
     try:
         run_dir = commands.run_directory(runs, args.run)
         read_record(run_dir)
+        logs = log_directory(run_dir)
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    logs = log_directory(run_dir)
     if logs is None:
         print(
             f"error: run {args.run} has no TensorBoard event files yet; give the script's TensorBoard "
