@@ -36,14 +36,21 @@ def run_directory(runs: Path, run_id: str) -> Path:
         raise ValueError(f"{run_id!r} is not a run id (a name listed under {runs}/, not a path)")
     if latest.is_link(runs / run_id):
         run_id = latest_run(runs)
+    directory_itself(runs / run_id, ", not a run's folder; refusing it")  # absent: "no run", said later
+    return runs / run_id
+
+
+def directory_itself(path: Path, refusal: str) -> os.stat_result | None:
+    """`path`'s own status (never a link's target), None when it is not there; ValueError "PATH is a
+    symbolic link" or "... not a directory", followed by `refusal`, when it is not a directory itself."""
     try:
-        found = os.lstat(runs / run_id)
+        found = os.lstat(path)
     except FileNotFoundError:
-        return runs / run_id  # said as "no run" by the caller
+        return None
     if not stat.S_ISDIR(found.st_mode):
         what = "a symbolic link" if stat.S_ISLNK(found.st_mode) else "not a directory"
-        raise ValueError(f"{printable(str(runs / run_id))} is {what}, not a run's folder; refusing it")
-    return runs / run_id
+        raise ValueError(f"{printable(str(path))} is {what}{refusal}")
+    return found
 
 
 def latest_run(runs: Path) -> str:

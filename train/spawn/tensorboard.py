@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -48,18 +47,13 @@ def own_directory(path: Path) -> bool:
     TensorBoard reads, as this user, whatever its log directory holds or names (event files, a
     projector's checkpoint path) and serves it on its port: in a runs/ others may write, a run folder of
     theirs, or a link they put in one, would choose which of this user's files it serves."""
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
+    found = commands.directory_itself(path, "; refusing to serve its logs")
+    if found is None:
         return False
-    shown = printable(str(path))
-    if not stat.S_ISDIR(found.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(found.st_mode) else "not a directory"
-        raise ValueError(f"{shown} is {what}; refusing to serve its logs")
     if found.st_uid != os.getuid():
         raise ValueError(
-            f"{shown} belongs to user {found.st_uid}, not to you: TensorBoard would read as you what its "
-            "files name; refusing to serve its logs"
+            f"{printable(str(path))} belongs to user {found.st_uid}, not to you: TensorBoard would read as "
+            "you what its files name; refusing to serve its logs"
         )
     return True
 
