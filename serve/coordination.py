@@ -242,7 +242,7 @@ class Scanner:
                 f"every version present ({', '.join(map(str, sorted(present)))})"
             )
         elif config is not None:
-            self.problems[name] = f"no version directory holds {tritonrepo.model_file(config)}"
+            self.problems[name] = f"no version directory holds {printable(tritonrepo.model_file(config))}"
         else:
             self.problems[name] = NO_VERSION
 

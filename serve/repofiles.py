@@ -13,6 +13,8 @@ import os
 import stat
 from pathlib import Path
 
+from nnsql.text import printable
+
 from .validation import InvalidVersion
 
 # Entries read from one directory of the repository per scan: a directory of a million entries (made
@@ -56,23 +58,25 @@ def read_regular(
 ) -> bytes:
     """The file's bytes; InvalidVersion in one line (naming the file, never its directory) when it
     cannot be read, is not a regular file, resolves outside `within`, or holds more than `limit` bytes
-    (`follow=False`: or is a link)."""
+    (`follow=False`: or is a link). The name is shown escaped: a Triton config chooses it (a label file's
+    name with a line break cut the reason the log and the index gave to what came before the break)."""
+    name = printable(path.name)
     try:
         descriptor = open_regular(path, follow=follow)
     except OSError as error:
-        raise InvalidVersion(f"{path.name}: {error.strerror or error}") from None
+        raise InvalidVersion(f"{name}: {error.strerror or error}") from None
     with os.fdopen(descriptor, "rb") as file:
         status = os.fstat(descriptor)
         if limit is not None and status.st_size > limit:  # a sparse file of gigabytes costs no disk
-            raise InvalidVersion(f"{path.name} is larger than {limit} bytes")
+            raise InvalidVersion(f"{name} is larger than {limit} bytes")
         if within is not None and not inside(opened_path(descriptor, path), within):
-            raise InvalidVersion(f"{path.name}: a link out of its directory")
+            raise InvalidVersion(f"{name}: a link out of its directory")
         try:
             raw = file.read() if limit is None else file.read(limit + 1)
         except OSError as error:
-            raise InvalidVersion(f"{path.name}: {error.strerror or type(error).__name__}") from None
+            raise InvalidVersion(f"{name}: {error.strerror or type(error).__name__}") from None
     if limit is not None and len(raw) > limit:
-        raise InvalidVersion(f"{path.name} is larger than {limit} bytes")
+        raise InvalidVersion(f"{name} is larger than {limit} bytes")
     return raw
 
 

@@ -175,7 +175,7 @@ def test_dry_run_prints_yaml_without_a_cluster(runs, capsys, monkeypatch, tmp_pa
     args = ["--backend", "kubernetes", "-w", "4", "--dry-run", "--env-file", str(env_file), str(MNIST)]
     assert spawn.main(args) == 0
     documents = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in documents] == ["ConfigMap", "Secret", "Service", "Job"]
+    assert [d["kind"] for d in documents] == ["ConfigMap", "Secret", "Service", "NetworkPolicy", "Job"]
     assert documents[1]["stringData"] == {
         "AWS_ACCESS_KEY_ID": "<redacted>",
         "AWS_SECRET_ACCESS_KEY": "<redacted>",
@@ -255,7 +255,7 @@ def test_tf_spawner_options_reach_the_manifests(runs, capsys, tmp_path, keras):
     for document in documents:
         kubernetes_validate.validate(document, "1.37.0", strict=True)
         assert document["metadata"]["name"].startswith("physics-run-")
-    config, job = documents[0], documents[3]
+    config, job = documents[0], documents[-1]
     assert config["data"]["command.sh"] == "pip install --user pandas\n"
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]

@@ -208,7 +208,7 @@ class RecordingApi:
             "connect_get": "get",
         }
         self.calls: set[tuple[str, str]] = set()
-        self.core = self.batch = self
+        self.core = self.batch = self.networking = self
         self.version = SimpleNamespace(get_code=lambda: SimpleNamespace(major="1", minor=minor))
 
     def __getattr__(self, method: str):
@@ -216,7 +216,7 @@ class RecordingApi:
         assert match, method
         verb, kind = self.verbs[match[1]], match[2]
         resource = {"pod_log": "pods/log", "pod_exec": "pods/exec"}.get(kind, kind + "s")
-        resource = resource.replace("config_maps", "configmaps")
+        resource = resource.replace("config_maps", "configmaps").replace("network_policys", "networkpolicies")
 
         def call(*args, **kwargs):
             self.calls.add((resource, verb))

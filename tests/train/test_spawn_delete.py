@@ -25,7 +25,7 @@ class NamespaceApi:
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict] = {}  # (kind, namespace, name) -> manifest
-        self.core = self.batch = self
+        self.core = self.batch = self.networking = self
         self.version = SimpleNamespace(get_code=lambda: SimpleNamespace(major="1", minor="31"))
 
     def kinds(self, namespace: str) -> list[tuple[str, str]]:
@@ -33,7 +33,7 @@ class NamespaceApi:
 
     def __getattr__(self, method: str):
         verb, _, kind = method.partition("_namespaced_")
-        kind = {"config_map": "ConfigMap"}.get(kind, kind.capitalize())
+        kind = {"config_map": "ConfigMap", "network_policy": "NetworkPolicy"}.get(kind, kind.capitalize())
 
         def create(namespace: str, manifest: dict) -> None:
             kubernetes_validate.validate(manifest, "1.37.0", strict=True)
@@ -78,8 +78,8 @@ def test_delete_by_tag_finds_the_runs_by_their_labels(cluster, capsys):
     out = capsys.readouterr().out.splitlines()
     assert sorted(out) == sorted(f"deleted {run} (namespace physics)" for run in (first, second))
     left = cluster.kinds("physics")
-    assert len(left) == 4 and all(name.startswith(other) for _, name in left)  # its 4 objects, untouched
-    assert len(cluster.kinds("default")) == 4
+    assert len(left) == 5 and all(name.startswith(other) for _, name in left)  # its 5 objects, untouched
+    assert len(cluster.kinds("default")) == 5
     assert all(name.startswith(elsewhere) for _, name in cluster.kinds("default"))
 
 

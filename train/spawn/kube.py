@@ -23,12 +23,14 @@ def load_config() -> None:
 
 
 def connect() -> Any:
-    """The cluster's `core`, `batch` and `version` API clients, from the kubeconfig or the pod's account."""
+    """The cluster's `core`, `batch`, `networking` and `version` API clients, from the kubeconfig or the
+    pod's account."""
     from kubernetes import client
 
     load_config()
     api = type("Api", (), {})()
     api.core, api.batch, api.version = client.CoreV1Api(), client.BatchV1Api(), client.VersionApi()
+    api.networking = client.NetworkingV1Api()
     return api
 
 
@@ -70,11 +72,13 @@ class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(self, options: manifests.ClusterOptions, api: Any = None) -> None:
-        """`api`: an object with `core`, `batch` and `version` API clients (tests); else the real ones."""
+        """`api`: an object with `core`, `batch`, `networking` and `version` API clients (tests); else the
+        real ones."""
         api = connect() if api is None else api
         self.options = options
         self.core: Any = api.core
         self.batch: Any = api.batch
+        self.networking: Any = api.networking
         self.version_api: Any = api.version
         self.attempt = 0
 
@@ -93,6 +97,7 @@ class KubernetesBackend:
             "Secret": self.core.create_namespaced_secret,
             "Service": self.core.create_namespaced_service,
             "Job": self.batch.create_namespaced_job,
+            "NetworkPolicy": self.networking.create_namespaced_network_policy,
         }[kind]
         create(self.namespace, manifest)
 
@@ -153,7 +158,7 @@ class KubernetesBackend:
             self.batch.delete_namespaced_job(name, self.namespace, propagation_policy="Foreground")
 
     def delete_run(self, run_id: str) -> None:
-        """Everything labelled with the run: jobs, pods, service, config map, secret."""
+        """Everything labelled with the run: jobs, pods, service, config map, secret, network policy."""
         selector = f"nnsql.io/run={run_id}"
         for job in self.batch.list_namespaced_job(self.namespace, label_selector=selector).items:
             self.batch.delete_namespaced_job(
@@ -163,6 +168,10 @@ class KubernetesBackend:
             (self.core.list_namespaced_service, self.core.delete_namespaced_service),
             (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map),
             (self.core.list_namespaced_secret, self.core.delete_namespaced_secret),
+            (
+                self.networking.list_namespaced_network_policy,
+                self.networking.delete_namespaced_network_policy,
+            ),
         ):
             for item in lister(self.namespace, label_selector=selector).items:
                 deleter(item.metadata.name, self.namespace)
@@ -175,6 +184,7 @@ class KubernetesBackend:
             self.core.list_namespaced_service,
             self.core.list_namespaced_config_map,
             self.core.list_namespaced_secret,
+            self.networking.list_namespaced_network_policy,
         ):
             for item in lister(self.namespace, label_selector=MANAGED).items:
                 found.add((item.metadata.labels or {}).get("nnsql.io/run", ""))

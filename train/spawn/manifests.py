@@ -5,6 +5,9 @@ One ConfigMap (the script, the bootstrap, the --command lines and the output_pat
 publishNotReadyAddresses so workers find each other before they are ready), one Indexed Job
 (completionMode Indexed, parallelism = completions = N). Every pod runs train/spawn/bootstrap.py first,
 which builds TF_CONFIG from its completion index and the stable names <job>-<index>.<service>.
+One NetworkPolicy lets only the run's own pods reach its pods: TensorFlow's gRPC server (every worker's,
+on PORT) has no authentication, and whoever reaches it runs TensorFlow ops in the pod (reads its files and
+mounted secrets, writes the model the run hands back).
 
 The pods meet the "restricted" Pod Security Standard (podsecurity.py checks it): no privilege escalation,
 every capability dropped, the RuntimeDefault seccomp profile, a non-root user (RUN_AS_USER unless
@@ -99,6 +102,7 @@ def names(run_id: str, attempt: int) -> dict[str, str]:
         "secret": f"{run_id}-env",
         "service": f"{run_id}-workers",
         "job": f"{run_id}-a{attempt}",
+        "policy": f"{run_id}-peers",
     }
 
 
@@ -146,6 +150,21 @@ def service(run_id: str, options: ClusterOptions) -> dict:
             "publishNotReadyAddresses": True,
             "selector": labels(run_id),
             "ports": [{"name": "grpc", "port": options.port, "targetPort": options.port}],
+        },
+    }
+
+
+def network_policy(run_id: str, options: ClusterOptions) -> dict:
+    """Ingress to the run's pods from the run's pods only, on every port (egress is left open): any other
+    pod of the cluster could otherwise run TensorFlow ops in a worker through its gRPC port."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(names(run_id, 0)["policy"], run_id, options),
+        "spec": {
+            "podSelector": {"matchLabels": labels(run_id)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": labels(run_id)}}]}],
         },
     }
 
@@ -335,5 +354,6 @@ def all_manifests(
         config_map(run_id, script, options),
         secret(run_id, options),
         service(run_id, options),
+        network_policy(run_id, options),  # before the Job: no worker listens before it holds
         job(run_id, 0, workers, args, options),
     ]

@@ -2,9 +2,10 @@
 
 PERMISSIONS lists exactly the API calls train/spawn/kube.py makes (a test drives every backend method
 through a recording client and compares): create, watch by listing and delete the run's ConfigMap, Secret,
-Service and Jobs; list pods and read their logs and events; create, read and delete the collector pod and
-exec into it to copy the outputs (pods/exec: `get` opens the stream, `create` is what clusters from 1.35 on
-check for it). The server's /version, which spawn reads first, is open to every authenticated user.
+Service, NetworkPolicy and Jobs; list pods and read their logs and events; create, read and delete the
+collector pod and exec into it to copy the outputs (pods/exec: `get` opens the stream, `create` is what
+clusters from 1.35 on check for it). The server's /version, which spawn reads first, is open to every
+authenticated user.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "secrets", ("create", "delete", "list")),
     ("", "services", ("create", "delete", "list")),
     ("batch", "jobs", ("create", "delete", "list")),
+    ("networking.k8s.io", "networkpolicies", ("create", "delete", "list")),
     ("", "pods", ("create", "delete", "get", "list")),
     ("", "pods/log", ("get",)),
     ("", "pods/exec", ("create", "get")),
