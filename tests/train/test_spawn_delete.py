@@ -114,3 +114,35 @@ def test_an_unreachable_cluster_is_a_note_and_local_runs_are_still_deleted(tmp_p
     out, err = capsys.readouterr()
     assert out.strip() == "deleted a-1" and not runs.joinpath("a-1").exists()
     assert err.startswith("note: the cluster was not searched (") and "Traceback" not in err
+
+
+class RefusingApi(NamespaceApi):
+    """NamespaceApi whose API server refuses NetworkPolicies, as RBAC does for a Role from before runs had
+    one (named so: a fake; no cluster runs here)."""
+
+    def __getattr__(self, method: str):
+        if method == "create_namespaced_network_policy":
+
+            def refuse(namespace: str, manifest: dict) -> None:
+                from kubernetes.client import ApiException
+
+                raise ApiException(status=403, reason="Forbidden")
+
+            return refuse
+        return super().__getattr__(method)
+
+
+def test_an_object_the_cluster_refuses_ends_the_run_in_one_line_and_leaves_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    api = RefusingApi()
+    monkeypatch.setattr(kube, "connect", lambda: api)
+    monkeypatch.setattr(spawn, "RUNS", tmp_path / "runs")
+    code = spawn.main(["--backend", "kubernetes", "-w", "2", "-n", "physics", "--no-preflight", str(MNIST)])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: the cluster refused to create NetworkPolicy ")
+    assert "in namespace physics (403 Forbidden)" in err[-1]
+    assert "`nnsql spawn rbac --namespace physics --user YOU | kubectl apply -f -`" in err[-1]
+    assert "Traceback" not in "\n".join(err)
+    assert api.kinds("physics") == []  # the Secret of the run's environment is not left behind

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import manifests
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
+from .control import JobFailed
 
 
 def load_config() -> None:
@@ -68,6 +69,22 @@ def check_version(version: tuple[int, int], ps: int) -> None:
         )
 
 
+def refusal(manifest: dict[str, Any], namespace: str, error: Exception) -> str:
+    """One line for an object the cluster did not create: the API server's status and reason, and for a
+    403 what grants the right (a Role made by an older release lacks networkpolicies)."""
+    status, reason = getattr(error, "status", None), getattr(error, "reason", None)
+    text = str(error).strip()
+    cause = f"{status} {reason}" if status else (text.splitlines()[0] if text else type(error).__name__)
+    what = f"{manifest['kind']} {manifest['metadata']['name']}"
+    hint = ""
+    if status == 403:
+        hint = (
+            f"; a cluster admin grants what a run needs with `nnsql spawn rbac --namespace {namespace} "
+            "--user YOU | kubectl apply -f -` (a Role made before runs had a NetworkPolicy lacks it)"
+        )
+    return f"the cluster refused to create {what} in namespace {namespace} ({cause}){hint}"
+
+
 class KubernetesBackend:
     name = "kubernetes"
 
@@ -102,14 +119,22 @@ class KubernetesBackend:
         create(self.namespace, manifest)
 
     def start(self, spec: RunSpec, attempt: int) -> None:
+        """The run's objects (the Job alone on a restart). One the API server refuses ends the run in one
+        line, what was created of it deleted: a Secret of the run's environment left behind holds its
+        --env-file values."""
         self.attempt = attempt
-        if attempt == 0:
-            for manifest in manifests.all_manifests(
-                spec.run_id, spec.script, spec.workers, spec.args, self.options
-            ):
+        documents = (
+            manifests.all_manifests(spec.run_id, spec.script, spec.workers, spec.args, self.options)
+            if attempt == 0
+            else [manifests.job(spec.run_id, attempt, spec.workers, spec.args, self.options)]
+        )
+        for manifest in documents:
+            try:
                 self._create(manifest)
-        else:
-            self._create(manifests.job(spec.run_id, attempt, spec.workers, spec.args, self.options))
+            except Exception as error:  # the client's ApiException, or no answer at all
+                with contextlib.suppress(Exception):
+                    self.delete_run(spec.run_id)
+                raise JobFailed(refusal(manifest, self.namespace, error)) from None
 
     def _pods(self, spec: RunSpec) -> list[Any]:
         selector = f"nnsql.io/run={spec.run_id},nnsql.io/attempt={self.attempt}"
