@@ -28,6 +28,7 @@ from nnsql.text import printable
 from ..errors import ExportError
 from .model_code import legacy_tf_activations
 from .model_file import ModelFile, first_line
+from .model_snapshot import MAX_ENTRIES, max_bytes
 
 DEFAULT_MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights; the reference MLP has 79,510
 DEFAULT_MAX_ACTIVATIONS = 10_000_000  # values one layer outputs per row (40 MB of float32)
@@ -47,11 +48,33 @@ def check_sizes(model: ModelFile, limits: Limits, *, trust_code: bool) -> None:
     if model.config is not None:
         with classes_kept(model):
             check_declared(model, build_without_weights(model, safe_mode=not trust_code), limits)
+    if model.format == "keras":
+        check_archive(model, max_bytes(limits.max_parameters))
     stored = stored_values(model)
     if stored > limits.max_parameters:
         raise ExportError(
             f"{model.shown} stores {stored:,} weight values, more than --max-parameters "
             f"{limits.max_parameters:,}; raise it if the model is really that large"
+        )
+
+
+def check_archive(model: ModelFile, most: int) -> None:
+    """Refuse a `.keras` archive whose members declare more bytes in all than a model file may hold
+    (model_snapshot.max_bytes), or more members than a SavedModel may: Keras 3 extracts every member to
+    a temporary directory when the archive holds more than its three files, and bounds each member's
+    expansion only (beyond 256 MiB), so five members of 250 MiB of zeros in a 1.3 MB file wrote 1.2 GB
+    to the exporting user's temporary directory, and a file of the size the copy allows, terabytes."""
+    try:
+        with zipfile.ZipFile(model.path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ExportError(f"cannot read {model.shown}: {first_line(error)}") from None
+    declared = sum(member.file_size for member in members)
+    if len(members) > MAX_ENTRIES or declared > most:
+        raise ExportError(
+            f"{model.shown}: its {len(members):,} members declare {declared:,} bytes in all; a model file "
+            f"may hold {most:,} bytes in at most {MAX_ENTRIES:,} members (raise --max-parameters if the "
+            "model is that large); refusing to extract them"
         )
 
 
