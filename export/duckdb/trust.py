@@ -28,12 +28,17 @@ OWN_MACROS = [
     *("score", "label", "labels", "classes", "version"),
 ]
 
-SHADOWING = """
-SELECT f.schema_name, f.function_name FROM duckdb_functions() f
- WHERE f.database_name = current_database() AND NOT f.internal
-   AND lower(f.function_name) IN (SELECT lower(s.function_name) FROM duckdb_functions() s
-                                   WHERE s.database_name = 'system')
-   AND NOT (f.schema_name <> 'main' AND list_contains(?, lower(f.function_name)))
+# The check's own calls name DuckDB's catalog (`system.main`): a bare `duckdb_functions()` is looked up
+# in the file's schemas first like any name, so a table macro `main.duckdb_functions` hiding the shadowing
+# macros (or a `main.current_database`) blinded the check while those macros ran in every scoring query.
+BUILTIN = "system.main"
+SHADOWING = f"""
+SELECT f.schema_name, f.function_name FROM {BUILTIN}.duckdb_functions() f
+ WHERE f.database_name = {BUILTIN}.current_database() AND NOT f.internal
+   AND {BUILTIN}.lower(f.function_name) IN (SELECT {BUILTIN}.lower(s.function_name)
+                                             FROM {BUILTIN}.duckdb_functions() s
+                                            WHERE s.database_name = 'system')
+   AND NOT (f.schema_name <> 'main' AND {BUILTIN}.list_contains(?, {BUILTIN}.lower(f.function_name)))
  ORDER BY f.schema_name, f.function_name
  LIMIT 1
 """
@@ -43,10 +48,10 @@ SELECT f.schema_name, f.function_name FROM duckdb_functions() f
 REGISTRY_TABLES = re.findall(
     r"CREATE TABLE IF NOT EXISTS nnsql\.(\w+)", (TEMPLATES / "registry.sql").read_text(), re.IGNORECASE
 )
-REGISTRY_VIEWS = """
-SELECT view_name FROM duckdb_views()
- WHERE database_name = current_database() AND schema_name = 'nnsql'
-   AND (list_contains(?, view_name) OR starts_with(view_name, 'weights_'))
+REGISTRY_VIEWS = f"""
+SELECT view_name FROM {BUILTIN}.duckdb_views()
+ WHERE database_name = {BUILTIN}.current_database() AND schema_name = 'nnsql'
+   AND ({BUILTIN}.list_contains(?, view_name) OR {BUILTIN}.starts_with(view_name, 'weights_'))
  ORDER BY view_name
  LIMIT 1
 """

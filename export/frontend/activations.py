@@ -77,7 +77,9 @@ class Lowered:
 def _relu(layer: Any, inputs: tuple[str, ...], ctx: Context) -> ir.Node | tuple[ir.Node, ...]:
     config = layer.get_config()
     slope, limit = float(config.get("negative_slope") or 0.0), config.get("max_value")
-    threshold = float(config.get("threshold") or 0.0)
+    # Keras compares the input with the threshold cast to the layer's float32: a float32 input equal to
+    # float32(0.1) is not above it there, and was above the float64 0.1 here, on every target
+    threshold = float(np.float32(config.get("threshold") or 0.0))
     if threshold != 0.0:
         lowered = Lowered(layer, ctx)
         lowered.thresholded(inputs[0], threshold, slope, None if limit is None else float(limit))

@@ -30,6 +30,7 @@ from .model_file import ModelFile, first_line, read_model_file
 from .model_limits import (
     DEFAULT_LIMITS,
     Limits,
+    check_compute_precision,
     check_finite_weights,
     check_sizes,
     tf_keras_config,
@@ -269,6 +270,7 @@ def open_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
             model = load_tf_keras(model_file)
         metadata = read_metadata(copy, shown=Path(printable(str(Path(path).parent / "metadata.json"))))
     check_finite_weights(model)
+    check_compute_precision(model, printable(str(path)))
     return OpenedModel(model, model_file.loss, metadata)
 
 

@@ -110,7 +110,7 @@ class ParityReport:
 
     def summary(self) -> str:
         numbers = (
-            f"parity on {self.rows} rows: max |Δ| = {self.max_abs_diff:.2e} (tolerance {self.tolerance:.0e}"
+            f"parity on {self.rows} rows: max |Δ| = {self.max_abs_diff:.2e} (tolerance {self.tolerance:g}"
         )
         if AT_SCALE in self.rule:
             numbers += f", {AT_SCALE}"
