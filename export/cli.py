@@ -136,6 +136,13 @@ def parser(target: str, description: str, example: str, next_step: str) -> argpa
         "file is refused before anything in it runs",
     )
     model_file.add_argument(
+        "--as-float32",
+        action="store_true",
+        help="export a model trained in mixed precision (layers computing in float16 or bfloat16) as "
+        "the same network computing in float32, checked against Keras so; its answers then differ from its "
+        "own model.predict by that rounding (docs/limits.md); without it, such a model is refused",
+    )
+    model_file.add_argument(
         "--max-parameters",
         type=whole_number(1),
         default=DEFAULT_MAX_PARAMETERS,
@@ -175,6 +182,7 @@ def request_from(args: argparse.Namespace) -> ExportRequest:
         samples_file=args.samples,
         parity_seconds=args.parity_seconds,
         trust_model_code=args.trust_model_code,
+        as_float32=args.as_float32,
         quiet=args.quiet,
         limits=limits_from(args),
         output=args.output,

@@ -24,48 +24,66 @@ Predictor = Callable[[list[np.ndarray]], np.ndarray]
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "mixed_float16", "mixed_bfloat16")
 
 
-def float64_config(config: Any) -> Any:
-    """The configuration with every floating-point dtype (a layer's policy, an input's dtype) float64."""
+def float_config(config: Any, dtype: str = "float64") -> Any:
+    """The configuration with every floating-point dtype (a layer's policy, Keras 3's `DTypePolicy` or
+    tf.keras's `Policy`, an input's dtype) `dtype`."""
     if isinstance(config, list):
-        return [float64_config(item) for item in config]
+        return [float_config(item, dtype) for item in config]
     if not isinstance(config, dict):
         return config
     result = {}
     for key, value in config.items():
         if key == "dtype" and isinstance(value, str) and value in FLOAT_DTYPES:
-            result[key] = "float64"
-        elif key == "dtype" and isinstance(value, dict) and "DTypePolicy" in str(value.get("class_name")):
+            result[key] = dtype
+        elif key == "dtype" and isinstance(value, dict) and str(value.get("class_name")).endswith("Policy"):
             name = value.get("config", {}).get("name")
-            result[key] = "float64" if name in FLOAT_DTYPES else float64_config(value)
+            result[key] = dtype if name in FLOAT_DTYPES else float_config(value, dtype)
         else:
-            result[key] = float64_config(value)
+            result[key] = float_config(value, dtype)
     return result
 
 
 def float64_model(model: Any) -> Any:
     """The same architecture and weights, computing in float64; one line when Keras cannot rebuild it."""
     try:
-        if type(model).__module__.startswith("tf_keras"):
-            import tf_keras
-
-            from .model_code import legacy_tf_activations
-
-            rebuilt = tf_keras.models.model_from_config(
-                {"class_name": type(model).__name__, "config": float64_config(model.get_config())},
-                custom_objects=legacy_tf_activations(),
-            )
-        else:
-            rebuilt = type(model).from_config(float64_config(model.get_config()))
-            if not rebuilt.built:
-                rebuilt.build(model.inputs[0].shape if len(model.inputs) == 1 else None)
-        rebuilt.set_weights([np.asarray(w, np.float64) for w in model.get_weights()])
-        for layer in rebuilt._flatten_layers(include_self=False):
-            if hasattr(layer, "finalize_state"):  # state derived from weights (Normalization's statistics)
-                layer.finalize_state()
+        return rebuilt_in(model, "float64")
     except Exception as error:  # Keras raises many types for a configuration it cannot rebuild
         raise ExportError(
             f"cannot rebuild the model in float64 for the parity check: {first_line(error)}"
         ) from None
+
+
+def float32_model(model: Any) -> Any:
+    """The same architecture and weights computing in float32, for `--as-float32`: a model trained in
+    mixed precision, whose layers compute in float16 or bfloat16, as a float32 one."""
+    try:
+        return rebuilt_in(model, "float32")
+    except Exception as error:  # Keras raises many types for a configuration it cannot rebuild
+        raise ExportError(
+            f"cannot rebuild the model in float32 (--as-float32): {first_line(error)}"
+        ) from None
+
+
+def rebuilt_in(model: Any, dtype: str) -> Any:
+    """The model rebuilt from its configuration with every floating-point dtype `dtype`, its weights
+    copied (exactly, from float32 or narrower into float32 or float64)."""
+    if type(model).__module__.startswith("tf_keras"):
+        import tf_keras
+
+        from .model_code import legacy_tf_activations
+
+        rebuilt = tf_keras.models.model_from_config(
+            {"class_name": type(model).__name__, "config": float_config(model.get_config(), dtype)},
+            custom_objects=legacy_tf_activations(),
+        )
+    else:
+        rebuilt = type(model).from_config(float_config(model.get_config(), dtype))
+        if not rebuilt.built:
+            rebuilt.build(model.inputs[0].shape if len(model.inputs) == 1 else None)
+    rebuilt.set_weights([np.asarray(w, dtype) for w in model.get_weights()])
+    for layer in rebuilt._flatten_layers(include_self=False):
+        if hasattr(layer, "finalize_state"):  # state derived from weights (Normalization's statistics)
+            layer.finalize_state()
     return rebuilt
 
 

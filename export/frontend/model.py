@@ -24,6 +24,7 @@ from ..errors import ExportError, UnsupportedLayer
 from ..ir import graph as ir
 from ..ir.kinds import check_classes
 from .base import Context, Outputs, positional_tensors
+from .float64 import float32_model
 from .layers import CONVERTERS
 from .model_code import LEGACY_TF_ACTIVATIONS, legacy_tf_activations, refuse_code
 from .model_file import ModelFile, first_line, read_model_file
@@ -251,12 +252,15 @@ def load_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
     return open_model(path, trust_code=trust_code, limits=limits).model
 
 
-def open_model(path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS) -> OpenedModel:
+def open_model(
+    path: str | Path, *, trust_code: bool = False, limits: Limits = DEFAULT_LIMITS, as_float32: bool = False
+) -> OpenedModel:
     """The model at `path` and its saved loss. The file is copied once into a private directory, and
     every check and Keras itself read only that copy: a file replaced meanwhile changes nothing that is
     checked or loaded. The configuration is read as data first: code in it (a Lambda, a custom object)
     is refused unless `trust_code`, and sizes beyond `limits` are refused before any weight is
-    allocated, and a NaN or infinite weight once loaded. One clear line for every refusal."""
+    allocated, and a NaN or infinite weight once loaded. A model computing in float16 or bfloat16 is
+    refused, or with `as_float32` rebuilt to compute in float32. One clear line for every refusal."""
     with model_snapshot(path, limits.max_parameters) as copy:
         model_file = read_model_file(copy, shown=printable(str(path)))
         if not trust_code:
@@ -270,6 +274,8 @@ def open_model(path: str | Path, *, trust_code: bool = False, limits: Limits = D
             model = load_tf_keras(model_file)
         metadata = read_metadata(copy, shown=Path(printable(str(Path(path).parent / "metadata.json"))))
     check_finite_weights(model)
+    if as_float32:
+        model = float32_model(model)
     check_compute_precision(model, printable(str(path)))
     return OpenedModel(model, model_file.loss, metadata)
 

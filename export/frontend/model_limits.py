@@ -377,6 +377,6 @@ def dtype_name(dtype: Any) -> str:
 def refuse_narrow(shown: str, where: str, dtype: str) -> None:
     raise ExportError(
         f"{shown}: {where} computes in {dtype}: model.predict rounds every value to {NARROW_FLOATS[dtype]} "
-        "bits, which no target reproduces, so their answers would differ from a Keras user's; give the "
-        "model the float32 dtype policy (rebuild it from its configuration, copy its weights) and export that"
+        "bits, which no target reproduces, so their answers would differ from a Keras user's; "
+        "--as-float32 exports the same network computing in float32 (docs/limits.md)"
     )

@@ -56,7 +56,12 @@ def prepare(
     """Every pass before the store (see the module); `previous` is the active version and its class
     names. Returns the prepared check, the conversion, and the request with the class names it settled
     (so publishing does not carry them over a second time)."""
-    opened = open_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    opened = open_model(
+        request.model_path,
+        trust_code=request.trust_model_code,
+        limits=request.limits,
+        as_float32=request.as_float32,
+    )
     model = opened.model
     metadata = opened.metadata  # from the same directory, at the moment the model was copied
     read = output_kinds(model, opened.loss, request.output)

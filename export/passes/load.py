@@ -30,7 +30,12 @@ def load(request: ExportRequest) -> Loaded:
     """The requested model, its variable-length inputs fixed at --sequence-length (or the longest of
     --samples), with its metadata and class labels."""
     check_model_name(request.name)
-    opened = open_model(request.model_path, trust_code=request.trust_model_code, limits=request.limits)
+    opened = open_model(
+        request.model_path,
+        trust_code=request.trust_model_code,
+        limits=request.limits,
+        as_float32=request.as_float32,
+    )
     steps = request.sequence_length or longest_sequence(request.samples_file)
     model = at_sequence_length(opened.model, steps)
     metadata = opened.metadata  # from the same directory, at the moment the model was copied

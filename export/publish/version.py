@@ -124,6 +124,7 @@ class ExportRequest:
         budget.DEFAULT_SECONDS
     )  # sample rows scored in the database: see export/publish/budget.py
     trust_model_code: bool = False  # load a file that holds code (export/frontend/model_code.py)
+    as_float32: bool = False  # a mixed-precision model computes in float32 (export/frontend/float64.py)
     limits: Limits = DEFAULT_LIMITS
     quiet: bool = False
     output: str | None = None  # --output: the first output's kind, instead of the one read from the model
