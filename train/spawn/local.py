@@ -18,7 +18,7 @@ from pathlib import Path
 from nnsql.files import import_root, shipped
 from nnsql.text import printable
 
-from ..objectstore import STAGED_LINE
+from ..objectstore import PRIVATE_NETWORK, STAGED_LINE
 from . import netns
 from .backend import Phase, RunSpec, WorkerStatus, collected_model, own_directory, own_file, worker_umask
 from .control import JobFailed
@@ -204,6 +204,7 @@ class LocalBackend:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
             env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            env[PRIVATE_NETWORK] = self.network  # what a failed download advises (train/objectstore.py)
             with open(own_file(log_path), "wb") as log:
                 process = subprocess.Popen(
                     self.worker_command(spec),
