@@ -54,13 +54,19 @@ def make_namespace() -> None:
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
         number = ctypes.get_errno()
         raise OSError(number, REASONS.get(number, f"unshare: {os.strerror(number)}"))
-    Path("/proc/self/setgroups").write_text("deny")  # the only way an unprivileged gid_map is accepted
-    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+    try:
+        Path("/proc/self/setgroups").write_text("deny")  # the only way an unprivileged gid_map is accepted
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as error:
+        raise OSError(error.errno, f"cannot map the user into its namespace ({error.strerror})") from None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            request = struct.pack("16sH14x", b"lo", 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+    except OSError as error:
+        raise OSError(error.errno, f"cannot bring up the namespace's loopback ({error.strerror})") from None
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +89,7 @@ class Unavailable(Exception):
     """The namespace cannot be made here; the message says why, in one line."""
 
 
-HOLDER = Path(__file__).resolve()
+HOLDER = Path(__file__)  # inside the package (nnsql/train/spawn/), as an installed wheel has it
 
 
 class Holder:
