@@ -37,6 +37,12 @@ SUFFIX_ROOM = len(".part-") + 7
 # How the line that names the objects a worker staged begins (nnsql.train.data): their keys are whoever
 # writes the bucket's words, never the script's, and local spawn reads no output path from that line.
 STAGED_LINE = "nnsql staged "
+# set to "private" in the workers of a local `nnsql spawn` run, whose network namespace has no way out
+PRIVATE_NETWORK = "NNSQL_NETWORK"
+PRIVATE_NETWORK_ADVICE = (
+    "local workers of nnsql spawn reach no network but their own; run with --network host (their "
+    "TensorFlow ports are then open to every host that can reach this machine)"
+)
 CREDENTIALS_ADVICE = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (nnsql spawn --env-file puts them in a "
     "Kubernetes Secret) or AWS_PROFILE"
@@ -117,6 +123,8 @@ def explain(error: Exception, where: str, endpoint: str | None) -> DataError:
     if isinstance(error, exceptions.NoCredentialsError | exceptions.PartialCredentialsError):
         return DataError(f"no S3 credentials for {where}: {CREDENTIALS_ADVICE}")
     if isinstance(error, exceptions.EndpointConnectionError | exceptions.ConnectTimeoutError):
+        if os.environ.get(PRIVATE_NETWORK) == "private":
+            return DataError(f"cannot reach the S3 endpoint {place}: {PRIVATE_NETWORK_ADVICE}")
         return DataError(f"cannot reach the S3 endpoint {place}: check --s3-endpoint or AWS_ENDPOINT_URL")
     if isinstance(error, exceptions.ClientError):
         code = str(error.response.get("Error", {}).get("Code", "unknown"))

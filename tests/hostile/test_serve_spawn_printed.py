@@ -112,8 +112,10 @@ def spawned(tmp_path: Path, keys: list[str], arguments: list[str]) -> subprocess
         for number, key in enumerate(keys):
             s3.put_object(Bucket="physics", Key=key, Body=f"{number}\n".encode())
         arguments = ["s3://physics/data/*.csv", url, str(tmp_path / "cache"), *arguments]
+        # the store is on this machine's loopback, out of the workers' private network's reach
+        spawn = [sys.executable, "-m", "nnsql.train.spawn", "--network", "host", "-w", "1"]
         return subprocess.run(
-            [sys.executable, "-m", "nnsql.train.spawn", "-w", "1", str(script), *arguments],
+            [*spawn, str(script), *arguments],
             cwd=tmp_path,
             env=env,
             capture_output=True,

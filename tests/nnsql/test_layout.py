@@ -59,6 +59,7 @@ def test_a_module_lives_at_the_path_its_name_spells():
         ("nnsql.export.oracle.generator", "SQL_DIR"),
         ("nnsql.serve.web", "STATIC"),
         ("nnsql.train.spawn.local", "LIFELINE"),
+        ("nnsql.train.spawn.netns", "HOLDER"),
     ],
 )
 def test_data_files_are_found_inside_the_package(module, name):

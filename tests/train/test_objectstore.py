@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
 
 from nnsql.train import hep_data
 from nnsql.train.data import local_files, tfrecords
-from nnsql.train.objectstore import DataError
+from nnsql.train.objectstore import PRIVATE_NETWORK_ADVICE, DataError
 from nnsql.train.spawn import __main__ as spawn
+from nnsql.train.spawn import netns
 from tests.ci_skips import needs_endpoint
 from tests.conftest import REPO
 from tests.fixtures import free_port
@@ -136,7 +139,8 @@ def test_inclusive_classifier_trains_from_s3_with_two_workers(endpoint, hep_obje
     env_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
     script = REPO / "train" / "inclusive_classifier.py"
     data = f"s3://{BUCKET}/hep/*.tfrecord"
-    args = ["-w", "2", "--env-file", str(env_file), str(script), "--"]
+    # the store is on this machine's loopback, which the workers' private network does not reach
+    args = ["-w", "2", "--network", "host", "--env-file", str(env_file), str(script), "--"]
     assert spawn.main([*args, "--data", data, "--epochs", "4", "--batch-size", "16", "--quiet"]) == 0
     run_dir = only_run(tmp_path / "runs")
     metadata = json.loads((run_dir / "model" / "metadata.json").read_text())
@@ -148,6 +152,34 @@ def test_inclusive_classifier_trains_from_s3_with_two_workers(endpoint, hep_obje
         assert line, log[-2000:]
         staged.append(set(line.group(1).split()))
     assert staged[0].isdisjoint(staged[1]) and staged[0] | staged[1] == set(hep_objects)
+
+
+STAGE = """
+from nnsql.train.data import local_files
+from nnsql.train.objectstore import DataError
+try:
+    local_files("s3://physics/hep/*.tfrecord", cache_dir="cache", progress=False)
+except DataError as error:
+    print(error)
+"""
+
+
+def test_a_private_network_says_how_to_reach_the_store(s3_env, hep_objects, tmp_path):
+    """Staged from inside a network namespace as local workers have (train/spawn/netns.py): the store on
+    this machine's loopback is out of reach there, and the one line says what reaches it."""
+    problem = netns.problem()
+    if problem:
+        pytest.skip(f"no private network here: {problem}")
+    holder = netns.Holder.start()
+    try:
+        env = os.environ | {"PYTHONPATH": str(REPO), "NNSQL_NETWORK": "private"}
+        command = holder.join([sys.executable, "-c", STAGE])
+        staged = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        holder.stop()
+    assert staged.stdout.splitlines() == [
+        f"cannot reach the S3 endpoint {os.environ['AWS_ENDPOINT_URL']}: {PRIVATE_NETWORK_ADVICE}"
+    ], staged.stderr[-2000:]
 
 
 @needs_endpoint("S3_TEST_URL", "a live store (and its credentials)")

@@ -226,7 +226,9 @@ def test_users_fit_script_reads_s3_through_the_helper(runs, tmp_path):
         env_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         script = tmp_path / "job.py"
         script.write_text(textwrap.dedent(source))
-        arguments = ["-w", "2", "--env-file", str(env_file), str(script), "--", "s3://physics/hep/*.tfrecord"]
+        # the store is on this machine's loopback, out of the workers' private network's reach
+        options = ["-w", "2", "--network", "host", "--env-file", str(env_file)]
+        arguments = [*options, str(script), "--", "s3://physics/hep/*.tfrecord"]
         assert spawn.main([*arguments, str(out)]) == 0
     run_dir = only_run(runs)
     logs = [(run_dir / "attempt-0" / f"worker-{i}.log").read_text() for i in range(2)]

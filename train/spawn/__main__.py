@@ -64,7 +64,7 @@ def show(report: Report) -> None:
 
 
 def local_backend(
-    run_dir: Path, options: manifests.ClusterOptions, keep: bool = False
+    run_dir: Path, options: manifests.ClusterOptions, keep: bool = False, network: str = "private"
 ) -> tuple[Backend, str, dict]:
     from nnsql.train.spawn.local import LocalBackend
 
@@ -75,7 +75,7 @@ def local_backend(
         **options.runtime_env,
         **options.env_file_data,
     }
-    return LocalBackend(command=options.command, lifeline=not keep), shared, env
+    return LocalBackend(command=options.command, lifeline=not keep, network=network), shared, env
 
 
 def kubernetes_backend(options: manifests.ClusterOptions) -> tuple[Backend, str, dict]:
@@ -118,10 +118,24 @@ def checked(args: argparse.Namespace) -> tuple[manifests.ClusterOptions, list[di
     return options, documents, run_id
 
 
+def check_network(network: str) -> None:
+    """Refuse, before the run's folder and its workers exist, a private network this machine cannot make
+    (never a silent fall-back to open ports); warn once about the open ports of `--network host`."""
+    from nnsql.train.spawn import local, netns
+
+    if network == "host":
+        print(f"warning: {local.HOST_NETWORK_WARNING}", file=sys.stderr)
+        return
+    problem = netns.problem()
+    if problem:
+        raise Refused(f"error: {local.private_network_refusal(problem)}")
+
+
 def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Settings]:
     """Everything a run needs, its folder created: the backend, what to run, how to watch it."""
     options, _, run_id = checked(args)
     if args.backend == "local":
+        check_network(args.network)
         print(cli.limits.local_memory_note(cli.task_count(args)), file=sys.stderr)
     run_dir = (runs / run_id).resolve()
     run_dir.mkdir(parents=True)  # new, so this user's: nobody else has planted anything in it
@@ -134,7 +148,7 @@ def prepare(args: argparse.Namespace, runs: Path) -> tuple[Backend, RunSpec, Set
         **({"namespace": args.namespace} if args.backend != "local" else {}),
     )
     if args.backend == "local":
-        backend, shared, env = local_backend(run_dir, options, keep=args.keep)
+        backend, shared, env = local_backend(run_dir, options, keep=args.keep, network=args.network)
     else:
         try:
             backend, shared, env = kubernetes_backend(options)

@@ -83,6 +83,14 @@ def run_parser(description: str, epilog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep", action="store_true", help="keep the pods/processes and resources at the end"
     )
+    parser.add_argument(
+        "--network",
+        choices=["private", "host"],
+        default="private",
+        help="local workers: private (default) runs them in a network namespace of their own, where only "
+        "the run's own processes reach their TensorFlow ports, and nothing outside; host runs them on "
+        "this machine's network, their ports open to every host that can reach it (unauthenticated)",
+    )
     parser.add_argument("--force", action="store_true", help="allow more workers than the backend's bound")
     parser.add_argument("--no-preflight", action="store_true", help="skip the script's pre-flight check")
     parser.add_argument(
@@ -230,6 +238,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "the training script is missing (nnsql spawn [options] SCRIPT [-- ARGS])"
     if args.backend == "local" and args.entrypoint:
         return "--entrypoint runs in pods only; on the local backend use --command for set-up lines"
+    if args.backend != "local" and args.network != "private":
+        return "--network applies to local workers (a Kubernetes run's NetworkPolicy admits only its pods)"
     return strategy_problem(args) or limits.check_workers(task_count(args), args.backend, force=args.force)
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from nnsql.files import import_root, shipped
 from nnsql.text import printable
 
-from ..objectstore import STAGED_LINE
+from ..objectstore import PRIVATE_NETWORK, STAGED_LINE
+from . import netns
 from .backend import Phase, RunSpec, WorkerStatus, collected_model, own_directory, own_file, worker_umask
+from .control import JobFailed
 from .tfconfig import worker_env
 
 
@@ -144,6 +146,23 @@ def copy_outputs(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=links, dirs_exist_ok=True)
 
 
+class NetworkUnavailable(JobFailed):
+    """No private network for the workers; the message is the one line to print."""
+
+
+def private_network_refusal(why: str) -> str:
+    return (
+        f"cannot keep the workers off the network: {why}; --network host runs them anyway, with their "
+        "TensorFlow ports open to every host that can reach this machine"
+    )
+
+
+HOST_NETWORK_WARNING = (
+    "--network host: the workers' TensorFlow ports (no authentication: whoever connects runs code as you) "
+    "are open to every host that can reach this machine"
+)
+
+
 def signal_group(group: int, number: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
         os.killpg(group, number)
@@ -152,12 +171,15 @@ def signal_group(group: int, number: int) -> None:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, command: str = "", lifeline: bool = True) -> None:
+    def __init__(self, command: str = "", lifeline: bool = True, network: str = "private") -> None:
         self.processes: list[subprocess.Popen] = []
         self.log_paths: list[Path] = []
         self.command = command  # shell lines each worker runs before the script (--command)
         # workers die with spawn (train/spawn/lifeline.py), unless they are to outlive it (--keep)
         self.lifeline = lifeline
+        # "private": the attempt's workers share a network namespace of their own (train/spawn/netns.py)
+        self.network = network
+        self.holder: netns.Holder | None = None
         self.started = 0.0
 
     def start(self, spec: RunSpec, attempt: int) -> None:
@@ -167,6 +189,11 @@ class LocalBackend:
         for name in ("NNSQL_OUTPUT_DIR", "NNSQL_BACKUP_DIR"):  # there before the script starts
             if spec.env.get(name):
                 own_directory(Path(spec.env[name]))
+        if self.network == "private":
+            try:
+                self.holder = netns.Holder.start()
+            except netns.Unavailable as error:  # checked before the run: only a change since then
+                raise NetworkUnavailable(private_network_refusal(str(error))) from None
         for index in range(spec.tasks):
             log_path = spec.run_dir / f"attempt-{attempt}" / f"worker-{index}.log"
             own_directory(log_path.parent)
@@ -177,6 +204,7 @@ class LocalBackend:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
             env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            env[PRIVATE_NETWORK] = self.network  # what a failed download advises (train/objectstore.py)
             with open(own_file(log_path), "wb") as log:
                 process = subprocess.Popen(
                     self.worker_command(spec),
@@ -199,7 +227,8 @@ class LocalBackend:
         if self.lifeline:
             # by path, isolated (-I): a `train` package in the user's folder must not shadow ours
             command = [sys.executable, "-I", str(LIFELINE), str(os.getpid()), *command]
-        return command
+        # nsenter execs without forking: the worker keeps its pid, its parent (spawn) and its lifeline
+        return self.holder.join(command) if self.holder else command
 
     def status(self, spec: RunSpec) -> list[WorkerStatus]:
         result = []
@@ -228,6 +257,9 @@ class LocalBackend:
                 process.wait(timeout=10)
             signal_group(process.pid, signal.SIGKILL)
             process.wait()
+        if self.holder:  # the namespace ends with the last of its processes
+            self.holder.stop()
+            self.holder = None
 
     def collect(self, spec: RunSpec) -> Path | None:
         """Copy what the chief wrote under NNSQL_OUTPUT_DIR, and the models it printed the paths of, into
