@@ -66,7 +66,8 @@ def dry_run(capsys, *args: str) -> list[dict]:
 def test_tf_spawners_own_pod_files_work(runs, capsys, tmp_path, name, gpu):
     pod_file = tmp_path / name
     pod_file.write_text(POD_YAML.format(memory="2Gi" if gpu else "1Gi", limits=POD_GPU_LIMITS if gpu else ""))
-    config, _, _, job = dry_run(capsys, "--pod-file", str(pod_file), str(MNIST))
+    config, _, _, policy, job = dry_run(capsys, "--pod-file", str(pod_file), str(MNIST))
+    assert policy["kind"] == "NetworkPolicy"
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"].get("nvidia.com/gpu") == ("1" if gpu else None)
@@ -83,8 +84,8 @@ def test_tf_spawners_short_flags(runs, capsys, tmp_path):
     entrypoint.write_text(ENTRYPOINT)
     args = ["-w", "3", "-n", "physics", "-p", "1999", "-t", "mnist-test", "-r", "-e", str(env_file)]
     args += ["-i", "registry/tf:2.21", "-c", str(entrypoint), str(MNIST)]
-    config, secret, service, job = dry_run(capsys, *args)
-    assert {d["metadata"]["namespace"] for d in (config, secret, service, job)} == {"physics"}
+    config, secret, service, policy, job = dry_run(capsys, *args)
+    assert {d["metadata"]["namespace"] for d in (config, secret, service, policy, job)} == {"physics"}
     assert job["metadata"]["name"].startswith("mnist-test-") and job["spec"]["completions"] == 3
     assert service["spec"]["ports"][0]["port"] == 1999
     assert secret["stringData"] == dict.fromkeys(
@@ -197,7 +198,7 @@ def test_cpu_and_memory_flags_replace_a_pod_files_resources_with_a_line_each(run
 
 
 def test_without_a_pod_file_the_defaults_and_tf_spawners_port_apply(runs, capsys):
-    _, _, service, job = dry_run(capsys, str(MNIST))
+    _, _, service, _, job = dry_run(capsys, str(MNIST))
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
     assert service["spec"]["ports"][0]["port"] == 1999  # TF-Spawner's default port
