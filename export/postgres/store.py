@@ -221,7 +221,14 @@ class PostgresStore(RegistryStore):
     def use_schema(self, schema: str) -> None:
         """Create the schema unless it exists, then check who owns it and everything in it (ownership.py):
         created first, in this transaction, no other role can create it between the check and its use."""
-        self.con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        create = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+        try:
+            with self.con.transaction():  # a savepoint
+                self.con.execute(create)
+        except psycopg.errors.UniqueViolation:
+            # The first exports into a database run at once until the registry exists (the lock is on its
+            # table): this one waited for another's new schema, which is there now that it committed.
+            self.con.execute(create)
         check_schemas(self.con, [schema], self.registry_owners)
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:
