@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nnsql.text import printable
+
 from ..errors import ExportError
 from .model_file import ModelFile
 
@@ -52,6 +54,8 @@ DATA_MARKERS = {
     "TensorShape",
 }
 CODE_CLASSES = {"Lambda", "__lambda__"}
+# Keras 3's dtype policies of a quantized layer (`model.quantize("int8")`, "float8", "int4", ...).
+QUANTIZED_POLICIES = {"QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy"}
 # Built-in classes whose configuration names code kept elsewhere, which loading or scoring runs: Keras
 # refuses them in safe mode only from 3.14 on (a TFSMLayer loaded even then), so they are refused here.
 OUTSIDE_CODE = {
@@ -102,10 +106,33 @@ def refuse_code(model: ModelFile) -> None:
     top = model.config
     objects = [(top, ()), *serialised_objects({k: v for k, v in top.items() if k != "class_name"}, ())]
     for obj, layers in objects:
+        where = "layer " + " inside ".join(layers[::-1]) if layers else f"the model ({top['class_name']})"
+        mode = quantization_mode(obj)
+        if mode:
+            raise ExportError(quantized_refusal(model.shown, where, mode))
         problem = what_is_wrong(obj, library, model.library)
         if problem:
-            where = "layer " + " inside ".join(layers[::-1]) if layers else f"the model ({top['class_name']})"
             raise ExportError(f"refusing to load {model.shown}: {where}: {problem}; {TRUST_ADVICE}")
+
+
+def quantization_mode(obj: dict[str, Any]) -> str:
+    """The quantization a serialised object declares (Keras 3's `model.quantize`: a layer's
+    `QuantizedDTypePolicy` or its `keras.quantizers` configuration), or ""."""
+    class_name, config = obj["class_name"], obj.get("config")
+    if class_name in QUANTIZED_POLICIES and isinstance(config, dict):
+        return str(config.get("mode") or "quantized")
+    module = obj.get("module")
+    if isinstance(module, str) and module.startswith("keras") and class_name.endswith("QuantizationConfig"):
+        return class_name.removesuffix("QuantizationConfig").lower() or "quantized"
+    return ""
+
+
+def quantized_refusal(shown: str, where: str, mode: str) -> str:
+    """One line for a quantized layer: a built-in of Keras, and no target computes as it does."""
+    return (
+        f"{shown}: {where} is quantized ({printable(mode)}): model.predict computes with its quantized "
+        "weights, which no target reproduces; export the model as it was before quantize()"
+    )
 
 
 def serialised_objects(

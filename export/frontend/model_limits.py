@@ -26,7 +26,7 @@ import numpy as np
 from nnsql.text import printable
 
 from ..errors import ExportError
-from .model_code import legacy_tf_activations
+from .model_code import legacy_tf_activations, quantized_refusal
 from .model_file import ModelFile, first_line
 from .model_snapshot import MAX_ENTRIES, max_bytes
 
@@ -364,9 +364,13 @@ def check_compute_precision(model: Any, shown: str) -> None:
     judge and 250/250 labels agreeing, yet 2.2e-3 from `model.predict` and 25 of 5,000 labels another."""
     for layer in model._flatten_layers(include_self=True, recursive=True):
         policy = getattr(layer, "dtype_policy", None)
+        where = f"layer '{printable(layer.name)}' ({type(layer).__name__})"
+        mode = getattr(policy, "quantization_mode", None)
+        if mode:  # its compute dtype is float32, its weights int8 or float8 and their scales
+            raise ExportError(quantized_refusal(shown, where, str(mode)))
         compute = dtype_name(getattr(policy, "compute_dtype", None))
         if compute in NARROW_FLOATS:
-            refuse_narrow(shown, f"layer '{printable(layer.name)}' ({type(layer).__name__})", compute)
+            refuse_narrow(shown, where, compute)
 
 
 def dtype_name(dtype: Any) -> str:

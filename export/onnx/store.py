@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ExportError
 from ..publish.pipeline import Signature, VersionRecord
 from ..registry.checks import StoredCheck
-from ..registry.repository import CHECK_FILE, active_version, follow_export
+from ..registry.repository import CHECK_FILE, active_version, follow_export, metadata_of
 from . import emit
 from . import fileformat as scorer
 from .prepare import Conversion
@@ -52,8 +52,10 @@ class RepositoryStore:
         version = active_version(model_dir) if model_dir.is_dir() else None
         if version is None:
             return None
-        document = json.loads((model_dir / str(version) / scorer.METADATA_FILE).read_text())
-        return version, [str(label) for label in document.get("classes", [])]
+        classes = metadata_of(model_dir, version).get("classes", [])
+        if not isinstance(classes, list):
+            raise ExportError(f"version {version}'s class names cannot be kept: not a list; pass --classes")
+        return version, [str(label) for label in classes]
 
     @contextmanager
     def session(self) -> Iterator[None]:

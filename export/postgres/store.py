@@ -31,6 +31,12 @@ from .ownership import check_extension, check_schemas, check_widened
 PASSWORD_ADVICE = "use DATABASE_URL, --dsn-env NAME, --dsn-file PATH, PGPASSWORD or ~/.pgpass"
 SEARCH_PATH = "SET search_path = pg_catalog, pg_temp"
 SEARCH_PATH_IN_TRANSACTION = "SET LOCAL search_path = pg_catalog, pg_temp"
+# One export or activation at a time per database (nnsql.activate takes the same lock): the registry, the
+# shared library functions and the schemas are created or replaced by every export. A lock on the
+# registry table, which only roles with privileges on it can take (a mode that conflicts with itself and
+# with writes, not with reads): an advisory lock has no owner or privilege, so any role that could
+# connect held every export and activation of the database for as long as its session lasted.
+EXPORT_LOCK = "LOCK TABLE nnsql.models IN SHARE ROW EXCLUSIVE MODE"
 
 
 def raised_in(error: psycopg.Error) -> str:
@@ -169,14 +175,10 @@ class PostgresStore(RegistryStore):
                 # Pinned again for the transaction: a transaction-pooling proxy may run it on another
                 # server session than the one pinned on connecting.
                 self.con.execute(SEARCH_PATH_IN_TRANSACTION)
-                # One export at a time per database, before any DDL: the registry, the shared library
-                # functions and the schemas are created or replaced by every export.
-                self.con.execute(
-                    "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('nnsql:export'))"
-                )
                 self.use_schema("nnsql")
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 check_widened(self.con)
+                self.con.execute(EXPORT_LOCK)
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield
@@ -219,7 +221,14 @@ class PostgresStore(RegistryStore):
     def use_schema(self, schema: str) -> None:
         """Create the schema unless it exists, then check who owns it and everything in it (ownership.py):
         created first, in this transaction, no other role can create it between the check and its use."""
-        self.con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        create = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+        try:
+            with self.con.transaction():  # a savepoint
+                self.con.execute(create)
+        except psycopg.errors.UniqueViolation:
+            # The first exports into a database run at once until the registry exists (the lock is on its
+            # table): this one waited for another's new schema, which is there now that it committed.
+            self.con.execute(create)
         check_schemas(self.con, [schema], self.registry_owners)
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:

@@ -33,6 +33,11 @@ CHECK_FILE = "check.json"
 # models) costs a listing no more than this many, as it costs `nnsql serve`'s scan.
 MAX_ENTRIES = 10_000
 MAX_VERSION_DIGITS = 18  # as serve reads them: int() of thousands of digits is refused
+# Bytes read from one file of a version, as `nnsql serve` bounds them (serve/tritonrepo.py,
+# serve/snapshot.py): a sparse file of gigabytes costs its writer nothing and the reader its memory.
+MAX_METADATA_BYTES = 4 << 20
+MAX_ACTIVE_BYTES = 64  # a version number and a line break
+MAX_MODEL_BYTES = (2 << 30) - 1  # protobuf's bound: onnxruntime loads no larger model
 
 
 def entry_names(directory: Path) -> list[str]:
@@ -59,7 +64,7 @@ def versions(model_dir: Path) -> list[int]:
     return sorted(int(n) for n in names if n.isascii() and n.isdigit() and len(n) <= MAX_VERSION_DIGITS)
 
 
-def regular_bytes(path: Path, *, follow: bool = True) -> bytes:
+def regular_bytes(path: Path, *, follow: bool = True, limit: int = MAX_MODEL_BYTES) -> bytes:
     """A file's bytes, read only if it is a regular file, looked at before it is opened: a FIFO another
     writer of a shared repository left in its place would block the command for ever (or wake a writer
     waiting on it), and opening a device can act. On Linux the file looked at (O_PATH opens nothing) is
@@ -84,18 +89,23 @@ def regular_bytes(path: Path, *, follow: bool = True) -> bytes:
             os.close(descriptor)
             raise OSError(f"{path.name}: replaced while it was opened")
     with os.fdopen(descriptor, "rb") as file:
-        return file.read()
+        if os.fstat(file.fileno()).st_size > limit:
+            raise OSError(f"{path.name}: larger than {limit:,} bytes")
+        data = file.read(limit + 1)  # the size may grow while it is read
+    if len(data) > limit:
+        raise OSError(f"{path.name}: larger than {limit:,} bytes")
+    return data
 
 
-def regular_text(path: Path, *, follow: bool = True) -> str:
-    return regular_bytes(path, follow=follow).decode()
+def regular_text(path: Path, *, follow: bool = True, limit: int = MAX_MODEL_BYTES) -> str:
+    return regular_bytes(path, follow=follow, limit=limit).decode()
 
 
 def active_version(model_dir: Path) -> int | None:
     """The version `active` names, else the newest complete one (None: no version)."""
     complete = [v for v in versions(model_dir) if (model_dir / str(v) / METADATA_FILE).is_file()]
     try:
-        named = int(regular_text(model_dir / ACTIVE_FILE, follow=False).strip())
+        named = int(regular_text(model_dir / ACTIVE_FILE, follow=False, limit=MAX_ACTIVE_BYTES).strip())
     except (OSError, ValueError):
         named = None
     if named in complete:
@@ -128,13 +138,30 @@ def model_dir_of(repo: Path, name: str) -> Path:
 
 
 def metadata_of(model_dir: Path, version: int) -> dict[str, Any]:
+    """The version's metadata.json, read as `nnsql serve` reads it: a regular file of at most
+    MAX_METADATA_BYTES holding a JSON object; one line otherwise."""
     path = model_dir / str(version) / METADATA_FILE
     try:
-        metadata: dict[str, Any] = json.loads(regular_text(path))
-    except (OSError, ValueError):
+        text = regular_text(path, limit=MAX_METADATA_BYTES)
+    except FileNotFoundError:
         there = ", ".join(map(str, versions(model_dir))) or "none"
         raise ExportError(f"{model_dir.name} has no version {version} (versions: {there})") from None
+    except (OSError, ValueError) as error:
+        shown = str(error).encode("unicode_escape").decode("ascii")
+        raise ExportError(f"{model_dir.name} has no version {version} that can be read ({shown})") from None
+    try:
+        metadata = json.loads(text)
+    except ValueError as error:
+        raise ExportError(f"{printable_name(model_dir, version)} is not JSON: {error}") from None
+    if not isinstance(metadata, dict):
+        raise ExportError(f"{printable_name(model_dir, version)} is not a JSON object")
     return metadata
+
+
+def printable_name(model_dir: Path, version: int) -> str:
+    """The version's metadata.json as a message names it, on one printable line."""
+    shown = f"{model_dir.name}/{version}/{METADATA_FILE}"
+    return shown.encode("unicode_escape").decode("ascii")
 
 
 def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
@@ -200,7 +227,9 @@ def verified_model(model_dir: Path, version: int, metadata: dict[str, Any]) -> b
     except OSError as error:
         raise ExportError(f"cannot read the model of {what}: {error.strerror or error}") from None
     recorded = metadata.get("sha256")
-    if isinstance(recorded, str) and hashlib.sha256(model).hexdigest() != recorded.lower():
+    if not isinstance(recorded, str):  # the server loads no such version: activating it serves nothing
+        raise ExportError(f"{what}: {METADATA_FILE} records no sha256 of {MODEL_FILE}; not activated")
+    if hashlib.sha256(model).hexdigest() != recorded.lower():
         raise ExportError(f"{what}: {MODEL_FILE} does not match the sha256 in {METADATA_FILE}; not activated")
     problem = external_data_problem(model, MODEL_FILE)
     if problem is not None:

@@ -39,7 +39,8 @@ DECLARE
     untrusted  record;
     creator    record;
 BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('nnsql:export'));  -- one export or activation at a time
+    -- One export or activation at a time: the lock every export takes (export/postgres/store.py).
+    LOCK TABLE nnsql.models IN SHARE ROW EXCLUSIVE MODE;
     SELECT o.kind, o.object, pg_catalog.pg_get_userbyid(o.owner) AS owner INTO untrusted FROM (
         SELECT 'schema' AS kind, n.nspname::text AS object, n.nspowner AS owner
           FROM pg_namespace n WHERE n.nspname IN ('nnsql', model)
