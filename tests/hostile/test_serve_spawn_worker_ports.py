@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -89,14 +90,23 @@ def test_local_workers_cannot_be_reached_from_the_network(tmp_path, where):
     address = outside_address() if where == "the network" else "127.0.0.1"
     if address is None:
         pytest.skip("this machine has no address but loopback")
+    attack, planted, _ = attacked_run(tmp_path, address)
+    assert "READ the trainer's own secret" not in attack.stdout
+    assert not planted.exists()
+
+
+def attacked_run(tmp_path, address: str, *options: str) -> tuple[subprocess.CompletedProcess, Path, str]:
+    """A two-worker local run of TRAINING (spawn's `options` first) attacked through its first worker's
+    port at `address`: (the attack, the file it tries to plant, what spawn wrote on stderr). The attack
+    prints what it read of a 0600 file of the trainer's."""
     (tmp_path / "train.py").write_text(TRAINING)
     secret, planted = tmp_path / "secret.txt", tmp_path / "planted.txt"
     secret.write_text("the trainer's own secret\n")
     secret.chmod(0o600)
     env = os.environ | {"PYTHONPATH": str(REPO), "CI": "true", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, "-m", "nnsql.train.spawn", "-w", "2", "train.py"]
+    command = [sys.executable, "-m", "nnsql.train.spawn", *options, "-w", "2", "train.py"]
     with subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as run:
         try:
             port = worker_port(run)
@@ -109,9 +119,8 @@ def test_local_workers_cannot_be_reached_from_the_network(tmp_path, where):
             )
         finally:
             run.terminate()
-            run.wait(timeout=30)
-    assert "READ the trainer's own secret" not in attack.stdout
-    assert not planted.exists()
+            _, errors = run.communicate(timeout=30)
+    return attack, planted, errors
 
 
 def worker_port(run: subprocess.Popen) -> int:

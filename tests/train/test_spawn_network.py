@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.hostile.test_serve_spawn_worker_ports import ATTACK, BOUND, TRAINING, outside_address, worker_port
+from tests.hostile.test_serve_spawn_worker_ports import TRAINING, attacked_run, outside_address
 
 REFUSAL = "error: cannot keep the workers off the network: "
 
@@ -27,27 +27,7 @@ def test_host_network_warns_and_opens_the_ports(tmp_path):
     """The same attack as the hostile test's, against `--network host`: it reads and writes as the
     trainer, which shows both that the option works and what it costs (the warning says it)."""
     address = outside_address() or "127.0.0.1"
-    (tmp_path / "train.py").write_text(TRAINING)
-    secret, planted = tmp_path / "secret.txt", tmp_path / "planted.txt"
-    secret.write_text("the trainer's own secret\n")
-    secret.chmod(0o600)
-    env = spawn_env()
-    command = [sys.executable, "-m", "nnsql.train.spawn", "--network", "host", "-w", "2", "train.py"]
-    with subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as run:
-        try:
-            port = worker_port(run)
-            attack = subprocess.run(
-                [sys.executable, "-c", ATTACK, f"grpc://{address}:{port}", str(secret), str(planted)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=BOUND / 2,
-            )
-        finally:
-            run.terminate()
-            _, errors = run.communicate(timeout=30)
+    attack, planted, errors = attacked_run(tmp_path, address, "--network", "host")
     assert "READ the trainer's own secret" in attack.stdout, attack.stderr[-2000:]
     assert planted.exists()
     warnings = [line for line in errors.splitlines() if "--network host" in line]
