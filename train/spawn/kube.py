@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nnsql.text import printable
+
 from . import manifests
 from .backend import Phase, RunSpec, WorkerStatus, collected_model
 from .control import JobFailed
@@ -75,6 +77,7 @@ def refusal(manifest: dict[str, Any], namespace: str, error: Exception) -> str:
     status, reason = getattr(error, "status", None), getattr(error, "reason", None)
     text = str(error).strip()
     cause = f"{status} {reason}" if status else (text.splitlines()[0] if text else type(error).__name__)
+    cause = printable(cause)  # the API server's (or a proxy's) words: no escape may reach the terminal
     what = f"{manifest['kind']} {manifest['metadata']['name']}"
     hint = ""
     if status == 403:
@@ -169,7 +172,7 @@ class KubernetesBackend:
         for pod in self._pods(spec):
             selector = f"involvedObject.name={pod.metadata.name}"
             for event in self.core.list_namespaced_event(self.namespace, field_selector=selector).items[-3:]:
-                messages.append(f"{pod.metadata.name}: {event.reason}: {event.message}")
+                messages.append(printable(f"{pod.metadata.name}: {event.reason}: {event.message}"))
         return "; ".join(messages) or "no events (is the namespace right?)"
 
     def has_backup(self, spec: RunSpec) -> bool | None:
