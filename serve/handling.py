@@ -82,16 +82,23 @@ def require_json() -> None:
         raise ScoringError(f"unsupported Content-Type {kind!r}: send application/json", 415)
 
 
-def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> dict[str, np.ndarray]:
-    """Run through the model's batcher, enforcing the row limit and counting the request."""
-    g.model_name = model.name
-    rows = len(next(iter(feeds.values())))
+def check_rows(model: LoadedModel, rows: int) -> None:
+    """413 beyond the row limit, 400 beyond a Triton model's max_batch_size. Called before a tensor is
+    built wherever a few bytes of the body stand for a whole row (TF Serving's shared `context`), and by
+    `infer` for every request."""
     limit = int(current_app.config["MAX_REQUEST_ROWS"])
     if rows > limit:
         raise ScoringError(f"{rows} rows exceed the limit of {limit} rows per request", 413)
     most = model.metadata.get("max_batch_size") or rows  # a Triton model's config.pbtxt
     if rows > most:
         raise ScoringError(f"{rows} rows exceed model {model.name}'s max_batch_size of {most}", 400)
+
+
+def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> dict[str, np.ndarray]:
+    """Run through the model's batcher, enforcing the row limit and counting the request."""
+    g.model_name = model.name
+    rows = len(next(iter(feeds.values())))
+    check_rows(model, rows)
     check_tokens(model, feeds)
     started = time.perf_counter()
     ok = False

@@ -10,7 +10,7 @@ from flask import Blueprint, Response, jsonify
 from nnsql.export.onnx import fileformat as kinds
 
 from .errors import bad_request, echoed, not_found
-from .handling import infer, max_values, read_body, repository, require_json
+from .handling import check_rows, infer, max_values, read_body, repository, require_json
 from .jsonbody import holds_booleans
 from .repository import LoadedModel
 from .tensors import check_finite, decode_tfserving, expected_shape, load_json, to_array
@@ -127,6 +127,7 @@ def decode_examples(body: dict, model: LoadedModel, booleans: bool) -> dict[str,
         raise bad_request("send 'examples': a non-empty list of objects, one per row, keyed by input name")
     if not isinstance(context, dict):
         raise bad_request("'context' must be an object keyed by input name")
+    check_rows(model, len(examples))  # an empty example, 3 bytes, stands for a whole row of the context
     feeds = {}
     for spec in model.inputs:
         name = spec["name"]
