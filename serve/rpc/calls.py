@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 
 from .. import accesslog
 from ..errors import ScoringError
+from . import wire
 from .admission import Admission
 from .messages import message
 
@@ -74,9 +75,15 @@ class Method:
         data = received.pop()
         size = len(data)
         with app.app_context():
+            kind = message(self.request)
             try:
-                request = message(self.request).FromString(data)
-            except DecodeError:
+                wire.check_fields(data, kind.DESCRIPTOR)  # counted before the parser makes an object of each
+                request = kind.FromString(data)
+            except wire.TooManyFields as error:
+                code = grpc.StatusCode.INVALID_ARGUMENT
+                log_call(self.name, code, started, size, 0)
+                return code, f"the message is not an inference.{self.request}: {error}", b""
+            except (wire.Malformed, DecodeError):
                 code = grpc.StatusCode.INVALID_ARGUMENT
                 log_call(self.name, code, started, size, 0)
                 return code, f"the message is not an inference.{self.request}", b""
