@@ -111,7 +111,7 @@ def checked(args: argparse.Namespace) -> tuple[manifests.ClusterOptions, list[di
     run_id = cli.new_run_id(args.script, args.tag)
     script_args = tuple(a for a in args.script_args if a != "--")
     documents = manifests.all_manifests(run_id, args.script, args.workers, script_args, options)
-    cluster = cli.cluster_report(args, options, documents[-1])
+    cluster = cli.cluster_report(args, options, documents[-1], run_id)
     show(cluster)
     if cluster.errors:
         raise Refused("")

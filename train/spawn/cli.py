@@ -256,7 +256,7 @@ def script_report(args: argparse.Namespace) -> preflight.Report:
 
 
 def cluster_report(
-    args: argparse.Namespace, options: manifests.ClusterOptions, job: dict
+    args: argparse.Namespace, options: manifests.ClusterOptions, job: dict, run_id: str
 ) -> preflight.Report:
     """What the manifests give away beyond the restricted profile, and what a run without --pvc loses."""
     report = preflight.Report()
@@ -270,6 +270,13 @@ def cluster_report(
         report.errors.append(
             "--pod-file/--overlay asks for a privileged container: refused without --allow-privileged"
         )
+    changed = unselected_labels(job, run_id)
+    if changed:
+        report.errors.append(
+            f"--overlay changes the pods' labels {changed} that the run's NetworkPolicy and Service select "
+            "them by: their TensorFlow ports would be open to every pod of the cluster; leave those labels "
+            "as spawn sets them"
+        )
     for line in podsecurity.user_additions(pod):
         report.warnings.append(f"the pods get {line}")
     if not options.pvc:
@@ -278,6 +285,17 @@ def cluster_report(
             "in the chief's pod, deleted with the Job"
         )
     return report
+
+
+def unselected_labels(job: dict, run_id: str) -> list[str]:
+    """The labels of the run (manifests.labels) that its Job's pods no longer carry as spawn set them:
+    an --overlay deep-merged over the pod template can change them, and the NetworkPolicy and Service,
+    which select the pods by them, then leave the pods out."""
+    metadata = job["spec"]["template"].get("metadata")
+    carried = (metadata.get("labels") if isinstance(metadata, dict) else None) or {}
+    if not isinstance(carried, dict):
+        return sorted(manifests.labels(run_id))
+    return sorted(key for key, value in manifests.labels(run_id).items() if carried.get(key) != value)
 
 
 def resource_overrides(args: argparse.Namespace, pod_template: dict) -> list[str]:
