@@ -103,10 +103,11 @@ def shown_classes(value: object) -> str:
     """A version's class labels as one cell: a list, or the JSON text of one (DuckDB's registry). What a
     file's author put there instead (a number, a string, an object) is shown as it is, never raised on."""
     if isinstance(value, str):
+        text = value
         try:
-            value = json.loads(value or "[]")
+            value = json.loads(text or "[]")
         except ValueError:
-            return value
+            return text
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
