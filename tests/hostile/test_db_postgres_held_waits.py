@@ -33,9 +33,11 @@ def database(postgres_server, postgres_dsn) -> Database:
     return Database(postgres_server, postgres_dsn)
 
 
-def export_in_thread(dsn: str, model, name: str) -> tuple[threading.Thread, dict[str, int]]:
+def export_in_thread(dsn: str, model, name: str, *options: str) -> tuple[threading.Thread, dict[str, int]]:
     result: dict[str, int] = {}
-    thread = threading.Thread(target=lambda: result.update(code=export(dsn, model, name)), daemon=True)
+    thread = threading.Thread(
+        target=lambda: result.update(code=export(dsn, model, name, *options)), daemon=True
+    )
     thread.start()
     return thread, result
 
@@ -46,14 +48,30 @@ def cancel_waits(database: Database, role: str) -> None:
         con.execute(f"SELECT pg_cancel_backend(pid) FROM ({WAITING}) AS w", [role])
 
 
-def test_an_open_transaction_of_another_role_does_not_hold_the_registry(database, cern_mlp_path, capsys):
+# What Mallory keeps open, the model Alice then exports (with its options), and a word of the line she gets.
+HELD = {
+    "the model's new schema": ("CREATE SCHEMA mnist2", "mnist2", (), "schema mnist2"),
+    "the cube extension": (
+        "CREATE EXTENSION cube SCHEMA public",
+        "mnist",
+        ("--kernel", "cube"),
+        "cannot run now",
+    ),
+}
+
+
+@pytest.mark.parametrize("held", sorted(HELD))
+def test_an_open_transaction_of_another_role_does_not_hold_the_registry(
+    database, cern_mlp_path, held, capsys
+):
+    statement, name, options, named = HELD[held]
     alice = database.dsn(ALICE)  # no lock_timeout of the test's own: the exporter's bound is what ends it
-    assert export(alice, cern_mlp_path, "mnist") == 0, capsys.readouterr().err
+    assert export(alice, cern_mlp_path, "mnist", "--kernel", "plpgsql") == 0, capsys.readouterr().err
     capsys.readouterr()
     with psycopg.connect(database.dsn(MALLORY)) as mallory:
-        mallory.execute("CREATE SCHEMA mnist2")  # uncommitted, kept open
+        mallory.execute(statement)  # uncommitted, kept open
         started = time.monotonic()
-        thread, result = export_in_thread(alice, cern_mlp_path, "mnist2")
+        thread, result = export_in_thread(alice, cern_mlp_path, name, *options)
         thread.join(PATIENCE)
         waited = time.monotonic() - started
         if thread.is_alive():
@@ -65,7 +83,7 @@ def test_an_open_transaction_of_another_role_does_not_hold_the_registry(database
     assert result["code"] == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "lock" in lines[0] and "Traceback" not in err, err
-    assert "mnist2" in lines[0], err  # what it waited for
+    assert named in lines[0], err  # what it waited for
     with psycopg.connect(f"{alice} {SHORT}", autocommit=True) as con:  # the registry is free again
         con.execute("CALL nnsql.activate('mnist', 1)")
         assert con.execute("SELECT version FROM nnsql.models WHERE name = 'mnist' AND active").fetchall() == [
