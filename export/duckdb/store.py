@@ -141,6 +141,11 @@ class DuckDBStore(RegistryStore):
             check_file(self.con, self.path)
             self.con.execute((TEMPLATES / "registry.sql").read_text())
             yield
+        except duckdb.Error as error:
+            # What the file holds is its author's (a registry table of other columns): one line, as
+            # PostgreSQL's session says its errors, never DuckDB's traceback.
+            self.con.execute("ROLLBACK")
+            raise ExportError(f"DuckDB error on {self.path.name}: {first_line(error)}") from error
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
