@@ -40,9 +40,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from nnsql.export.duckdb.store import DuckDBStore, check_file_name
+        from nnsql.export.duckdb.trust import exposure_warning
+        from nnsql.text import printable
 
         request = cli.request_from(args)
         check_file_name(args.db, args.name)
+        warning = exposure_warning(args.db)
+        if warning is not None:
+            print(printable(warning), file=sys.stderr)
         open_store = partial(DuckDBStore, args.db, progress=not args.quiet)
         compile_model(open_store, request, CAPABILITIES, lambda _: str(args.db), connect_first=False)
         return 0

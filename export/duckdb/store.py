@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,8 +32,31 @@ TENSOR_SCHEMA = pa.schema(
 )
 
 
+# DuckDB's own files carry this at byte 8. DuckDB opens a file of another format through the extension
+# that reads it (a SQLite file: sqlite_scanner), downloading that extension when it is not installed: a
+# file named by --db made the export fetch a native library from the network and load it.
+MAGIC, MAGIC_AT = b"DUCK", 8
+
+
+def check_format(path: Path) -> None:
+    """A file that exists and holds bytes must be DuckDB's own: no other format is opened."""
+    try:  # non-blocking: a FIFO in the file's place must not hold the command
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return  # DuckDB creates it
+    except OSError as error:
+        raise ExportError(f"cannot open {path}: {error.strerror or error}") from None
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ExportError(f"{path} is not a regular file: not opened as a DuckDB database")
+        head = file.read(MAGIC_AT + len(MAGIC))
+    if head and head[MAGIC_AT:] != MAGIC:
+        raise ExportError(f"{path} is not a DuckDB database file (another format, or damaged): not opened")
+
+
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file with a one-line error for a locked or foreign file."""
+    check_format(Path(path))
     try:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as error:
@@ -116,6 +141,11 @@ class DuckDBStore(RegistryStore):
             check_file(self.con, self.path)
             self.con.execute((TEMPLATES / "registry.sql").read_text())
             yield
+        except duckdb.Error as error:
+            # What the file holds is its author's (a registry table of other columns): one line, as
+            # PostgreSQL's session says its errors, never DuckDB's traceback.
+            self.con.execute("ROLLBACK")
+            raise ExportError(f"DuckDB error on {self.path.name}: {first_line(error)}") from error
         except BaseException:
             self.con.execute("ROLLBACK")
             raise

@@ -14,7 +14,9 @@ export that builds it.
 
 from __future__ import annotations
 
+import grp
 import re
+import stat
 from pathlib import Path
 
 import duckdb
@@ -73,3 +75,33 @@ def check_file(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{path.name}: nnsql.{row[0]} is a view, not a table: the registry of versions must be "
             f"tables; refusing to use it (drop it: DROP VIEW nnsql.{row[0]}, or use another file)"
         )
+
+
+def others_who_write(path: Path) -> str | None:
+    """Who else may write the file's directory ('every user', 'group staff'), or None. DuckDB replays the
+    file `NAME.wal` beside it on every open, read-only ones included, even a WAL written for another file:
+    whoever can create one there adds a macro `main.list_dot_product` to every reader's catalog."""
+    try:
+        mode = path.resolve().parent.stat()
+    except OSError:
+        return None
+    if mode.st_mode & stat.S_IWOTH:
+        return "every user"
+    if mode.st_mode & stat.S_IWGRP:
+        try:
+            return f"group {grp.getgrgid(mode.st_gid).gr_name}"
+        except KeyError:
+            return f"group {mode.st_gid}"
+    return None
+
+
+def exposure_warning(path: Path) -> str | None:
+    """One line to print when others may write the file's directory (see others_who_write)."""
+    who = others_who_write(path)
+    if who is None:
+        return None
+    return (
+        f"warning: {who} may write {path.resolve().parent}: whoever can may put {path.name}.wal beside "
+        "the file, which DuckDB replays on every open (read-only ones too), and change what the "
+        "model's macros compute for every reader; publish it in a directory only you may write"
+    )

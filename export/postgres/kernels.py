@@ -67,6 +67,14 @@ MISSING = {
 }
 
 
+# A probe that gave up waiting for a lock (lock_timeout, export/postgres/store.py): the extension is being
+# created or changed in another session's open transaction, which is not what MISSING says.
+LOCKED = (
+    "another session holds a lock on what it needs (its extension being created or changed in a "
+    "transaction it keeps open; lock_timeout): find it in pg_stat_activity (pg_blocking_pids) and try again"
+)
+
+
 class _Rollback(Exception):
     """Raised inside a probe's savepoint to undo what the probe created."""
 
@@ -82,6 +90,8 @@ def unusable_reason(con: psycopg.Connection, kernel: str) -> str | None:
             raise _Rollback
     except _Rollback:
         return None
+    except psycopg.errors.LockNotAvailable:
+        return LOCKED
     except psycopg.Error as error:
         return str(error).splitlines()[0] if str(error) else type(error).__name__
 
@@ -92,6 +102,8 @@ def choose(con: psycopg.Connection, requested: str) -> str:
 
     if requested != "auto":
         reason = unusable_reason(con, requested)
+        if reason == LOCKED:
+            raise ExportError(f"--kernel {requested} cannot run now: {LOCKED}")
         if reason is not None:
             raise ExportError(f"--kernel {requested} cannot run here ({reason}): {MISSING[requested]}")
         return requested

@@ -37,6 +37,13 @@ SEARCH_PATH_IN_TRANSACTION = "SET LOCAL search_path = pg_catalog, pg_temp"
 # with writes, not with reads): an advisory lock has no owner or privilege, so any role that could
 # connect held every export and activation of the database for as long as its session lasted.
 EXPORT_LOCK = "LOCK TABLE nnsql.models IN SHARE ROW EXCLUSIVE MODE"
+# Every other wait for a lock is bounded: a transaction of another role kept open (Mallory's uncommitted
+# `CREATE SCHEMA mnist2`, a reader's open transaction behind the registry's upgrade) made the export wait
+# for ever while it held the registry's lock, and every export and activation of the database behind it.
+# Only the turn on the registry (the lock above, and the schema `nnsql` that a first export creates) waits
+# as long as the session's own `lock_timeout` says: whoever holds it writes the registry, as exporters do.
+LOCK_WAIT_SECONDS = 10
+LOCK_WAIT = "SELECT pg_catalog.set_config('lock_timeout', %s, true)"
 
 
 def raised_in(error: psycopg.Error) -> str:
@@ -142,6 +149,12 @@ def stored_tensors(graph: ir.Graph) -> Iterator[tuple[str, np.ndarray]]:
             yield f"{node.name}.{role}", np.where(np.abs(values) < SMALLEST_WEIGHT, 0.0 * values, values)
 
 
+def bounded_wait(session: str) -> str:
+    """The lock_timeout of every wait but the turn on the registry: the session's own where it sets one
+    (a DSN's `options='-c lock_timeout=...'`, the role's or the database's setting), else the bound."""
+    return session if session not in ("0", "") else f"{LOCK_WAIT_SECONDS}s"
+
+
 class PostgresStore(RegistryStore):
     target = "postgres"
 
@@ -162,6 +175,7 @@ class PostgresStore(RegistryStore):
         self.forms: dict[str, InputForm] = {}  # the inputs sample rows are also scored nested for
         self.progress = progress
         self.grant_to = grant_to
+        self.bounded = f"{LOCK_WAIT_SECONDS}s"  # what a wait is bounded by, set at each session's start
         self.con = connect(dsn, origin=origin)
         self.where = f"PostgreSQL {connected_to(self.con)}"
 
@@ -175,13 +189,22 @@ class PostgresStore(RegistryStore):
                 # Pinned again for the transaction: a transaction-pooling proxy may run it on another
                 # server session than the one pinned on connecting.
                 self.con.execute(SEARCH_PATH_IN_TRANSACTION)
-                self.use_schema("nnsql")
+                turn = self.con.execute("SELECT pg_catalog.current_setting('lock_timeout')").fetchone()
+                self.bounded = bounded_wait(str(turn[0] if turn else "0"))
+                self.use_schema("nnsql")  # the session's own patience: another first export may create it
+                self.con.execute(LOCK_WAIT, [self.bounded])
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 check_widened(self.con)
-                self.con.execute(EXPORT_LOCK)
+                self.take_turn(str(turn[0] if turn else "0"))
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield
+        except psycopg.errors.LockNotAvailable as error:
+            raise ExportError(
+                f"gave up on {self.where} after waiting {self.bounded} for a lock that another session "
+                f"holds in a transaction it keeps open ({first_line(error)}): nothing was changed; "
+                "find it in pg_stat_activity (pg_blocking_pids) and try again"
+            ) from error
         except psycopg.errors.InsufficientPrivilege as error:
             raise ExportError(
                 f"missing privilege on {self.where}: {str(error).splitlines()[0]}; the exporting "
@@ -189,6 +212,13 @@ class PostgresStore(RegistryStore):
             ) from error
         except psycopg.Error as error:
             raise ExportError(f"PostgreSQL error on {self.where}: {str(error).splitlines()[0]}") from error
+
+    def take_turn(self, patience: str) -> None:
+        """The registry's lock, waited for as long as the session's own lock_timeout says (0: for ever), as
+        another export or activation may hold it for minutes; every wait after it is bounded again."""
+        self.con.execute(LOCK_WAIT, [patience])
+        self.con.execute(EXPORT_LOCK)
+        self.con.execute(LOCK_WAIT, [self.bounded])
 
     def execute(self, statement: str, params: Sequence[object] = ()) -> None:
         self.con.execute(statement, list(params))
@@ -229,6 +259,12 @@ class PostgresStore(RegistryStore):
             # The first exports into a database run at once until the registry exists (the lock is on its
             # table): this one waited for another's new schema, which is there now that it committed.
             self.con.execute(create)
+        except psycopg.errors.LockNotAvailable:
+            raise ExportError(
+                f"gave up on {self.where} after waiting {self.bounded} (lock_timeout) for schema {schema}, "
+                "which another session is creating or changing in a transaction it keeps open: nothing was "
+                "changed; find it in pg_stat_activity (pg_blocking_pids) and try again"
+            ) from None
         check_schemas(self.con, [schema], self.registry_owners)
 
     def install(self, name: str, version: int, graph: ir.Graph) -> None:

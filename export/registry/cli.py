@@ -99,22 +99,38 @@ def checked(args: argparse.Namespace) -> connection.Dsn | None:
     return dsn
 
 
+def shown_classes(value: object) -> str:
+    """A version's class labels as one cell: a list, or the JSON text of one (DuckDB's registry). What a
+    file's author put there instead (a number, a string, an object) is shown as it is, never raised on."""
+    if isinstance(value, str):
+        text = value
+        try:
+            value = json.loads(text or "[]")
+        except ValueError:
+            return text
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def shown_parity(rows: object, difference: object) -> str:
+    """'N rows, 1.2e-06', or '?' where the largest difference is not a number."""
+    if isinstance(difference, int | float) and not isinstance(difference, bool):
+        return f"{rows} rows, {difference:.1e}"
+    return "?"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """The versions as aligned columns; the active one marked *. Each cell is shown printable: the
     registry and metadata.json hold text whoever exported (or prepared the file) chose."""
     header = ("", "NAME", "VERSION", "KIND", "CLASSES", "PARITY", "ACTIVATABLE", "SOURCE")
     lines: list[tuple[str, ...]] = [header]
     for row in rows:
-        classes = row["classes"] if isinstance(row["classes"], list) else json.loads(row["classes"] or "[]")
-        difference = row["parity_max_abs_diff"]
-        report = f"{row['parity_rows']} rows, {difference:.1e}" if difference is not None else "?"
         cells = (
             "*" if row["active"] else "",
             str(row["name"]),
             str(row["version"]),
             str(row["output_kind"] or "probabilities"),
-            ", ".join(map(str, classes))[:40],
-            report,
+            shown_classes(row["classes"])[:40],
+            shown_parity(row["parity_rows"], row["parity_max_abs_diff"]),
             "yes" if row["activatable"] else "no (export again)",
             str(row["source"] or ""),
         )

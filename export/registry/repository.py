@@ -164,6 +164,12 @@ def printable_name(model_dir: Path, version: int) -> str:
     return shown.encode("unicode_escape").decode("ascii")
 
 
+def first_kind(metadata: dict[str, Any]) -> str:
+    """The kind of the version's first output (probabilities where metadata.json names none)."""
+    kinds = metadata.get("output_kinds")
+    return str(kinds[0]) if isinstance(kinds, list) and kinds else "probabilities"
+
+
 def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
     """Rows like a database registry's: every version of `name` (or of every model)."""
     names = [name] if name else sorted(n for n in entry_names(repo) if n[0] != "." and (repo / n).is_dir())
@@ -173,13 +179,14 @@ def listing(repo: Path, name: str | None) -> list[dict[str, Any]]:
         active = active_version(model_dir)
         for version in versions(model_dir):
             metadata = metadata_of(model_dir, version)
-            report = metadata.get("parity", {})
+            report = metadata.get("parity")
+            report = report if isinstance(report, dict) else {}  # what a writer of the file chose
             rows.append(
                 {
                     "name": model,
                     "version": version,
                     "active": version == active,
-                    "output_kind": (metadata.get("output_kinds") or ["probabilities"])[0],
+                    "output_kind": first_kind(metadata),
                     "classes": metadata.get("classes", []),
                     "parity_rows": report.get("rows"),
                     "parity_max_abs_diff": report.get("max_abs_diff"),
@@ -208,9 +215,13 @@ def check_version(model_dir: Path, version: int) -> None:
         what = f"the answer check of {model_dir.name} version {version}"
         raise ExportError(f"cannot read {what}: {error}") from None
     scores = session_predict(load_session(verified_model(model_dir, version, metadata)), check.inputs)
-    kind = (metadata.get("output_kinds") or ["probabilities"])[0]
-    units = int(metadata["outputs"][0]["shape"][-1])
-    answered = scorer.answers(kind, np.asarray(scores)[:, :units], list(metadata.get("classes", [])))
+    try:
+        units = int(metadata["outputs"][0]["shape"][-1])
+        classes = list(metadata.get("classes", []))
+    except (KeyError, IndexError, TypeError, ValueError):
+        shown = printable_name(model_dir, version)
+        raise ExportError(f"{shown} names no outputs with a shape, or its classes are not a list") from None
+    answered = scorer.answers(first_kind(metadata), np.asarray(scores)[:, :units], classes)
     asked = {f: answered[f] for f in check.answers if f in answered}
     require_agreement(check, scores, asked, f"{model_dir.name} version {version}")
 

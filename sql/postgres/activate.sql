@@ -41,6 +41,11 @@ DECLARE
 BEGIN
     -- One export or activation at a time: the lock every export takes (export/postgres/store.py).
     LOCK TABLE nnsql.models IN SHARE ROW EXCLUSIVE MODE;
+    -- Holding it, no wait is unbounded (export/postgres/store.py, LOCK_WAIT_SECONDS): a transaction of
+    -- another role kept open would otherwise hold every export and activation behind this one.
+    IF pg_catalog.current_setting('lock_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+    END IF;
     SELECT o.kind, o.object, pg_catalog.pg_get_userbyid(o.owner) AS owner INTO untrusted FROM (
         SELECT 'schema' AS kind, n.nspname::text AS object, n.nspowner AS owner
           FROM pg_namespace n WHERE n.nspname IN ('nnsql', model)
