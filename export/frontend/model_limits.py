@@ -201,12 +201,14 @@ def stored_values(model: ModelFile) -> int:
 
 def keras_archive_values(model: ModelFile) -> int:
     """The values the archive's weights file stores; one line for a member that is not what it says (its
-    CRC or size wrong, not HDF5): Python's zipfile and h5py raise their own types."""
+    CRC or size wrong, not HDF5): Python's zipfile and h5py raise their own types. An archive whose
+    weights are not in `model.weights.h5` is refused (`refuse_other_weights`)."""
     import h5py
 
     try:
         with zipfile.ZipFile(model.path) as archive:
             if "model.weights.h5" not in archive.namelist():
+                refuse_other_weights(model, archive.namelist())
                 return 0
             with archive.open("model.weights.h5") as member, h5py.File(member, "r") as file:
                 refuse_data_outside(file, f"{model.name}'s model.weights.h5")
@@ -215,6 +217,18 @@ def keras_archive_values(model: ModelFile) -> int:
         raise
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, KeyError) as error:
         raise ExportError(f"cannot read the weights of {model.shown}: {first_line(error)}") from None
+
+
+def refuse_other_weights(model: ModelFile, names: list[str]) -> None:
+    """ExportError for an archive holding `model.weights.npz` instead of `model.weights.h5`: Keras 3 then
+    reads each array whole, at the shape its header declares, and makes a Python list of it before it
+    checks anything (a 99 KB file took the export to 2.8 GB), bounding only members beyond 4 GiB; its own
+    npz files hold pickled objects, which it cannot load. Only the HDF5 file is counted and read."""
+    if "model.weights.npz" in names:
+        raise ExportError(
+            f"{model.shown}: its weights are in model.weights.npz, not model.weights.h5 (what Keras 3 "
+            "saves); refusing to read them"
+        )
 
 
 def refuse_data_outside(file: Any, shown: str) -> None:
