@@ -296,7 +296,7 @@ def dataset_values(group: Any, shown: str) -> int:
             return None
         if not plain_numbers(item.dtype):
             return name, item.dtype
-        total += math.prod(item.shape) if item.shape is not None else 0
+        total += read_values(item)
         return None
 
     found = group.visititems(add)  # h5py stops at the first callback that returns something
@@ -307,6 +307,15 @@ def dataset_values(group: Any, shown: str) -> int:
             "writes weights as numbers only; refusing to read it"
         )
     return total
+
+
+def read_values(dataset: Any) -> int:
+    """The values reading `dataset` makes HDF5 hold: its own, or, stored in chunks, at least one whole
+    chunk, which HDF5 decompresses whole to read any part of it. A chunk may exceed the dataset's shape
+    (up to 4 GiB, of an extendable dataset): a 3 × 4 kernel in one gzip-compressed chunk of 8192 × 8192
+    zeros, a file of 276 KB, took the export from 0.83 to 1.05 GB."""
+    values = math.prod(dataset.shape) if dataset.shape is not None else 0
+    return max(values, math.prod(dataset.chunks)) if dataset.chunks else values
 
 
 def plain_numbers(dtype: np.dtype[Any]) -> bool:
@@ -331,8 +340,8 @@ def loaded_values(group: Any) -> int:
             continue
         for weight_name in names_attribute(layer, "weight_names"):
             weight = layer.get(weight_name)
-            if isinstance(weight, h5py.Dataset) and weight.shape is not None:
-                total += math.prod(weight.shape)
+            if isinstance(weight, h5py.Dataset):
+                total += read_values(weight)
     return total
 
 
