@@ -157,8 +157,15 @@ def readers(model: Any, tensor: Any) -> list[Any]:
 
 
 def table_sizes(layer: Any) -> list[int]:
-    sizes = (getattr(layer, name, None) for name in ("input_dim", "num_tokens"))
-    return [int(size) for size in sizes if isinstance(size, int)]
+    """The sizes of the tables `layer` indexes with its input: its own (Embedding's `input_dim`,
+    CategoryEncoding's `num_tokens`), a wrapped layer's (TimeDistributed) or a nested model's readers'."""
+    sizes = [getattr(layer, name, None) for name in ("input_dim", "num_tokens")]
+    found = [int(size) for size in sizes if isinstance(size, int)]
+    if getattr(layer, "layer", None) is not None:
+        found += table_sizes(layer.layer)
+    for tensor in getattr(layer, "inputs", None) or () if hasattr(layer, "layers") else ():
+        found += [size for reader in readers(layer, tensor) for size in table_sizes(reader)]
+    return found
 
 
 def token_inputs(model: Any, sets: list[Samples]) -> dict[str, int]:

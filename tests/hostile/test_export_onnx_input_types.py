@@ -44,15 +44,23 @@ def image_model(path: Path, dtype: str) -> keras.Model:
     return model
 
 
-def token_model(path: Path, scaled: bool) -> keras.Model:
-    """Token ids as int32, as Keras's text examples declare them, into an Embedding of 10; `scaled`: a
-    Rescaling after it, which the IR does not read (ONNX alone converts the model)."""
+def token_model(path: Path, form: str) -> keras.Model:
+    """Token ids as int32, as Keras's text examples declare them, into an Embedding: read by the IR
+    (`plain`), or with a Rescaling after it, which the IR does not read (ONNX alone converts the model),
+    the Embedding itself, inside a nested model or under TimeDistributed."""
     keras.utils.set_random_seed(4)
-    ids = keras.Input((4,), name="ids", dtype="int32")
-    embedded = keras.layers.Flatten()(keras.layers.Embedding(10, 3)(ids))
-    if scaled:
-        embedded = keras.layers.Rescaling(2.0)(embedded)
-    model = keras.Model(ids, keras.layers.Dense(3, activation="softmax")(embedded))
+    ids = keras.Input((5, 4) if form == "time_distributed" else (4,), name="ids", dtype="int32")
+    if form == "nested":
+        inner = keras.Sequential([keras.Input((4,), dtype="int32"), keras.layers.Embedding(7, 3)])
+        embedded = inner(ids)
+    elif form == "time_distributed":
+        embedded = keras.layers.TimeDistributed(keras.layers.Embedding(6, 2))(ids)
+    else:
+        embedded = keras.layers.Embedding(10, 3)(ids)
+    flat = keras.layers.Flatten()(embedded)
+    if form != "plain":
+        flat = keras.layers.Rescaling(2.0)(flat)
+    model = keras.Model(ids, keras.layers.Dense(3, activation="softmax")(flat))
     model.save(path)
     return model
 
@@ -78,12 +86,12 @@ def test_an_image_model_of_narrow_inputs_publishes_and_is_served_as_keras_answer
     assert version == 1 and all(check.compared == ROWS for check in report.answers), report.summary()
 
 
-@pytest.mark.parametrize("scaled", [False, True], ids=["read by the IR", "ONNX alone"])
-def test_a_token_model_of_int32_ids_is_served(tmp_path, scaled):
-    model = token_model(tmp_path / "m.keras", scaled)
-    # ONNX alone: ids drawn below the Embedding's 10 rows, or Keras refuses the rows and nothing publishes
+@pytest.mark.parametrize("form", ["plain", "scaled", "nested", "time_distributed"])
+def test_a_token_model_of_int32_ids_is_served(tmp_path, form):
+    model = token_model(tmp_path / "m.keras", form)
+    # ONNX alone: ids drawn below the smallest Embedding's rows, or Keras refuses them and nothing publishes
     export(tmp_path / "m.keras", tmp_path / "repo", "m", ROWS)
-    rows = np.random.default_rng(6).integers(0, 10, (8, 4)).astype(np.int32)
+    rows = np.random.default_rng(6).integers(0, 6, (8, *model.inputs[0].shape[1:])).astype(np.int32)
     expected = np.asarray(model.predict(rows, verbose=0), np.float64)
     # served as INT32, the graph's type: the version declared FP32, and either type was refused or failed
     assert np.abs(served(tmp_path / "repo", "m", rows, "INT32") - expected).max() <= 1e-5
