@@ -163,8 +163,9 @@ def table_sizes(layer: Any) -> list[int]:
     found = [int(size) for size in sizes if isinstance(size, int)]
     if getattr(layer, "layer", None) is not None:
         found += table_sizes(layer.layer)
-    for tensor in getattr(layer, "inputs", None) or () if hasattr(layer, "layers") else ():
-        found += [size for reader in readers(layer, tensor) for size in table_sizes(reader)]
+    if hasattr(layer, "layers"):  # a nested model: the layers reading its own inputs
+        for tensor in getattr(layer, "inputs", None) or ():
+            found += [size for reader in readers(layer, tensor) for size in table_sizes(reader)]
     return found
 
 
