@@ -15,7 +15,7 @@ from .errors import ScoringError
 from .metrics import Metrics
 from .repository import LoadedModel, ModelRepository
 from .tensors import check_tokens, load_json
-from .validation import bounded
+from .validation import V2_DATATYPES, bounded
 
 BYTES_PER_JSON_VALUE = 24  # generous upper bound for one number in JSON, separators included
 
@@ -103,7 +103,7 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
     started = time.perf_counter()
     ok = False
     try:
-        cast = {name: values.astype(np.float32, copy=False) for name, values in feeds.items()}
+        cast = {name: values.astype(declared(model, name), copy=False) for name, values in feeds.items()}
         assert model.batcher is not None
         outputs = model.batcher.submit(cast)
         refuse_nonfinite(outputs)
@@ -112,6 +112,14 @@ def infer(model: LoadedModel, feeds: dict[str, np.ndarray], protocol: str) -> di
     finally:
         seconds = time.perf_counter() - started
         metrics().observe_request(model.name, model.version, protocol, ok, seconds, rows)
+
+
+def declared(model: LoadedModel, name: str) -> np.dtype:
+    """The type the version declares for an input, the one its ONNX graph reads (uint8 pixels, int32
+    token ids, float32 features): every input fed as float32 made each request to an integer input's
+    model an internal error."""
+    spec = next((spec for spec in model.inputs if spec["name"] == name), None)
+    return V2_DATATYPES[spec["datatype"]] if spec is not None else np.dtype(np.float32)
 
 
 def refuse_nonfinite(outputs: dict[str, np.ndarray]) -> None:

@@ -14,6 +14,7 @@ from .handling import infer, metrics, read_json, repository, require_json
 from .openapi import document
 from .repository import LoadedModel
 from .tensors import check_finite, to_array
+from .validation import V2_DATATYPES
 
 blueprint = Blueprint("web", __name__)
 STATIC = shipped("serve", "static")
@@ -59,7 +60,8 @@ def score() -> Response:
     if len(model.inputs) != 1:
         raise bad_request(f"/score serves single-input models; {model.name} has {len(model.inputs)} inputs")
     values = check_finite(
-        spec["name"], to_array(spec["name"], body["features"], np.dtype("<f4"), [1, *spec["shape"][1:]])
+        spec["name"],
+        to_array(spec["name"], body["features"], V2_DATATYPES[spec["datatype"]], [1, *spec["shape"][1:]]),
     )
     first = infer(model, {spec["name"]: values}, "score")[model.outputs[0]["name"]]
     return jsonify(model=model.name, version=model.version, **answer(model, first))

@@ -21,6 +21,8 @@ TARGET = CAPABILITIES.target
 
 # Variable dimensions (None, e.g. time steps) are sampled at two lengths: parity must hold for both.
 SAMPLE_LENGTHS = (12, 5)
+# Whole numbers drawn for an integer input the IR does not read: below 256 (a pixel), or its type's range.
+INTEGER_VALUES = 256
 
 
 @dataclass(frozen=True)
@@ -99,18 +101,72 @@ def sample_sets(
 
 
 def random_rows(model: Any, rows: int, length: int) -> SampleSet:
-    """Uniform random rows, `length` steps where a dimension is variable, the last quarter of each
-    sequence zero (padding, which a Masking layer skips)."""
+    """Random rows in each input's own type (`drawn`), `length` steps where a dimension is variable, the
+    last quarter of each sequence zero (padding, which a Masking layer skips)."""
     generator = np.random.default_rng(0)
     inputs: dict[str, np.ndarray] = {}
     for tensor in model.inputs:
         shape = [length if d is None else int(d) for d in tensor.shape[1:]]
-        values = generator.random((rows, *shape), dtype=np.float32)
+        values = drawn(generator, model, tensor, (rows, *shape))
         if None in tensor.shape[1:2]:
-            values[:, length - length // 4 :] = 0.0
+            values[:, length - length // 4 :] = 0
         inputs[tensor.name] = values
     source = f"{rows} seeded uniform random rows" + (f", {length} steps" if length > 1 else "")
     return SampleSet(inputs, source)
+
+
+def drawn(generator: np.random.Generator, model: Any, tensor: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform [0, 1) values for a floating-point input, in its own type (float16 included); whole
+    numbers from 0 below `integer_bound` for an integer one (pixels as uint8, counts). Uniform [0, 1)
+    values read by an integer input are 0 on every row: the gate compared the zero input only."""
+    dtype = input_dtype(tensor)
+    if dtype.kind in "biu":
+        return generator.integers(0, integer_bound(model, tensor, dtype), shape).astype(dtype)
+    return generator.random(shape, dtype=np.float32).astype(dtype)
+
+
+def input_dtype(tensor: Any) -> np.dtype[Any]:
+    """An input's numpy type (Keras 3 names it, tf.keras gives a TensorFlow DType); float32 for a type
+    numpy lacks (bfloat16)."""
+    name = str(getattr(tensor.dtype, "name", tensor.dtype))
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        return np.dtype(np.float32)
+    return dtype if dtype.kind in "biuf" else np.dtype(np.float32)
+
+
+def integer_bound(model: Any, tensor: Any, dtype: np.dtype[Any]) -> int:
+    """One past the largest whole number drawn for an integer input: INTEGER_VALUES, below the type's
+    own range and the smallest table a layer reading the input indexes (Embedding, CategoryEncoding)."""
+    if dtype.kind == "b":
+        return 2
+    tables = [size for layer in readers(model, tensor) for size in table_sizes(layer)]
+    return max(1, min([INTEGER_VALUES, int(np.iinfo(dtype).max) + 1, *tables]))
+
+
+def readers(model: Any, tensor: Any) -> list[Any]:
+    """The layers of `model` called on `tensor` (Keras 3 and tf.keras nodes)."""
+    found = []
+    for layer in getattr(model, "layers", []):
+        for node in getattr(layer, "_inbound_nodes", []):
+            tensors = getattr(node, "input_tensors", getattr(node, "keras_inputs", ()))
+            if any(each is tensor for each in (tensors if isinstance(tensors, list | tuple) else [tensors])):
+                found.append(layer)
+    return found
+
+
+def table_sizes(layer: Any) -> list[int]:
+    """The sizes of the tables `layer` indexes with its input: its own (Embedding's `input_dim`,
+    CategoryEncoding's `num_tokens`), a wrapped layer's (TimeDistributed) or a nested model's readers'."""
+    sizes = [getattr(layer, name, None) for name in ("input_dim", "num_tokens")]
+    found = [int(size) for size in sizes if isinstance(size, int)]
+    if getattr(layer, "layer", None) is not None:
+        found += table_sizes(layer.layer)
+    if hasattr(layer, "layers"):  # a nested model: the layers reading its own inputs
+        for tensor in getattr(layer, "inputs", None) or ():
+            found += [size for reader in readers(layer, tensor) for size in table_sizes(reader)]
+    return found
 
 
 def token_inputs(model: Any, sets: list[Samples]) -> dict[str, int]:

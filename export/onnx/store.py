@@ -27,7 +27,7 @@ from . import emit
 from . import fileformat as scorer
 from .prepare import Conversion
 from .repository import publish, sha256_of, staging, versions
-from .runtime import load_session, session_predict
+from .runtime import declared_inputs, load_session, session_predict
 
 
 class RepositoryStore:
@@ -111,7 +111,8 @@ class RepositoryStore:
         assert self.conversion is not None, "stage comes first"
         report, base = record.parity, self.conversion.document
         self.document = {
-            **{key: base[key] for key in ("inputs", "outputs", "output_kinds", "token_inputs")},
+            **{key: base[key] for key in ("outputs", "output_kinds", "token_inputs")},
+            "inputs": declared_inputs(self.session_, base["inputs"]),
             "classes": json.loads(record.classes),
             "sha256": sha256_of(self.model_file),
             "source": base["source"],
