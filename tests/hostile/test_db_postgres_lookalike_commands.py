@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.export.test_postgres import export
-from tests.hostile.test_db_postgres_lookalikes import ALICE, MALLORY, RECORDER, SCORER, Database, lookalikes
+from tests.hostile.test_db_postgres_lookalikes import ALICE, MALLORY, SCORER, Database, plant_lookalikes
 
 pytestmark = pytest.mark.postgres
 
@@ -39,12 +39,7 @@ def test_no_lookalike_is_called_by_the_registry_commands_or_score_table(
         for i in range(3):
             con.execute("INSERT INTO public.images VALUES (%s, %s::float8[])", [i, row])
         con.execute(f"GRANT SELECT ON public.images TO {SCORER}")
-        con.execute(RECORDER)
-        con.execute(f"CREATE SCHEMA {ALICE}; CREATE SCHEMA {SCORER}")
-        con.execute(f"GRANT USAGE ON SCHEMA {ALICE}, {SCORER} TO PUBLIC")
-        planted = lookalikes(con, [ALICE, SCORER, "public"])
-        for statement in planted:
-            con.execute(statement)
+        planted = plant_lookalikes(con)
     assert len(planted) > 500
     capsys.readouterr()
 

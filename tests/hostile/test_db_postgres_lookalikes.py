@@ -177,6 +177,18 @@ class Database:
             return int(row.fetchone()[0])
 
 
+def plant_lookalikes(con: psycopg.Connection) -> list[str]:
+    """As Mallory: the call recorder, then a look-alike of every called function in the exporter's
+    `"$user"` schema, the scorer's and `public`. Returns the statements run."""
+    con.execute(RECORDER)
+    con.execute(f"CREATE SCHEMA {ALICE}; CREATE SCHEMA {SCORER}")
+    con.execute(f"GRANT USAGE ON SCHEMA {ALICE}, {SCORER} TO PUBLIC")
+    planted = lookalikes(con, [ALICE, SCORER, "public"])
+    for statement in planted:
+        con.execute(statement)
+    return planted
+
+
 @pytest.fixture
 def database(postgres_server, postgres_dsn) -> Database:
     return Database(postgres_server, postgres_dsn)
@@ -194,12 +206,7 @@ def test_no_lookalike_is_ever_called_by_an_export_or_by_scoring(database, cern_m
     options = ("--kernel", kernel, "--grant-to", SCORER)
     assert export(database.dsn(ALICE), cern_mlp_path, "mnist", *options) == 0, capsys.readouterr().err
     with psycopg.connect(database.dsn(MALLORY), autocommit=True) as con:
-        con.execute(RECORDER)
-        con.execute(f"CREATE SCHEMA {ALICE}; CREATE SCHEMA {SCORER}")
-        con.execute(f"GRANT USAGE ON SCHEMA {ALICE}, {SCORER} TO PUBLIC")
-        planted = lookalikes(con, [ALICE, SCORER, "public"])
-        for statement in planted:
-            con.execute(statement)
+        planted = plant_lookalikes(con)
     assert len(planted) > 500  # pg_advisory_xact_lock(integer), exp(real), ^(integer, float8), ...
 
     assert export(database.dsn(ALICE), cern_mlp_path, "mnist", *options) == 0, capsys.readouterr().err
