@@ -189,13 +189,14 @@ class PostgresStore(RegistryStore):
                 # Pinned again for the transaction: a transaction-pooling proxy may run it on another
                 # server session than the one pinned on connecting.
                 self.con.execute(SEARCH_PATH_IN_TRANSACTION)
-                turn = self.con.execute("SELECT pg_catalog.current_setting('lock_timeout')").fetchone()
-                self.bounded = bounded_wait(str(turn[0] if turn else "0"))
+                setting = self.con.execute("SELECT pg_catalog.current_setting('lock_timeout')").fetchone()
+                patience = str(setting[0] if setting else "0")  # the session's own lock_timeout
+                self.bounded = bounded_wait(patience)
                 self.use_schema("nnsql")  # the session's own patience: another first export may create it
                 self.con.execute(LOCK_WAIT, [self.bounded])
                 self.con.execute((TEMPLATES / "registry.sql").read_text())
                 check_widened(self.con)
-                self.take_turn(str(turn[0] if turn else "0"))
+                self.take_turn(patience)
                 self.con.execute((TEMPLATES / "library.sql").read_text())
                 self.con.execute((TEMPLATES / "activate.sql").read_text())
                 yield
