@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import ExportError
 from ..frontend import keras_run
 from ..frontend.float64 import Predictor
+from ..frontend.model_limits import dtype_name
 from ..ir import graph as ir
 from ..publish.gate import Gate, gate_for, refuse_nonfinite
 from ..publish.samples import SampleSet
@@ -128,9 +129,8 @@ def drawn(generator: np.random.Generator, model: Any, tensor: Any, shape: tuple[
 def input_dtype(tensor: Any) -> np.dtype[Any]:
     """An input's numpy type (Keras 3 names it, tf.keras gives a TensorFlow DType); float32 for a type
     numpy lacks (bfloat16)."""
-    name = str(getattr(tensor.dtype, "name", tensor.dtype))
     try:
-        dtype = np.dtype(name)
+        dtype = np.dtype(dtype_name(tensor.dtype))
     except TypeError:
         return np.dtype(np.float32)
     return dtype if dtype.kind in "biuf" else np.dtype(np.float32)
